@@ -1,0 +1,1 @@
+"""Tidy metrics -> tables (and, later, figures, claim verdicts and the report)."""

@@ -1,0 +1,94 @@
+"""Run records (metrics.json) -> tidy tables for one machine.
+
+metrics.csv  one row per run x metric (the raw measurements, every repetition)
+cells.csv    one row per cell (workload, variant, profiler, rep): ok / failed / skipped, and why
+summary.csv  one row per workload x variant x profiler x metric: median over repetitions with its
+             spread lo..hi (min..max over repetitions), n (repetitions that ran); a cell with no
+             successful repetition has one row with its status and reason instead.
+env.json     the environment(s) the runs recorded
+Derived: `loss_vs_baseline` (%): a variant's final loss against the baseline's, the check that an
+optimization still trains; `speedup` (x): median throughput over the baseline's.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+KEYS = ["workload", "variant", "profiler"]
+LOSS_TOLERANCE = 10.0  # % a variant's final loss may sit above or below the baseline's
+
+
+def load_records(paths) -> list[dict]:
+    records = []
+    for path in paths:
+        try:
+            records.append(json.loads(Path(path).read_text()))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"unreadable run record {path}: {e}") from e
+    return records
+
+
+def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(metrics, cells) DataFrames from run records (ok, failed or skipped)."""
+    rows, cells = [], []
+    for r in records:
+        keys = r["keys"]
+        cells.append({**keys, "status": r["status"], "reason": r.get("reason")})
+        if r["status"] == "ok":
+            rows += [{**keys, **m} for m in r["metrics"]]
+    metrics = pd.DataFrame(rows, columns=[*KEYS, "rep", "metric", "value", "unit"])
+    return metrics, pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "reason"])
+
+
+def summarize(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    g = metrics.groupby([*KEYS, "metric", "unit"], sort=False)["value"]
+    summary = g.agg(median="median", lo="min", hi="max", n="count").reset_index()
+    summary = pd.concat([summary, derived(summary)], ignore_index=True)
+    summary["status"], summary["reason"] = "ok", None
+    failed = cells.groupby(KEYS, sort=False).agg(
+        ok=("status", lambda s: (s == "ok").sum()), status=("status", "first"), reason=("reason", "first"))
+    missing = failed[failed["ok"] == 0].reset_index()[[*KEYS, "status", "reason"]]
+    return pd.concat([summary, missing], ignore_index=True)
+
+
+def derived(summary: pd.DataFrame) -> pd.DataFrame:
+    """Speedup and the loss check, each against the same workload's baseline."""
+    out = []
+    for metric, name, unit in (("throughput", "speedup", "x"), ("final_loss", "loss_vs_baseline", "%")):
+        rows = summary[summary["metric"] == metric]
+        base = rows[rows["variant"] == "baseline"].set_index(["workload", "profiler"])
+        for _, r in rows.iterrows():
+            key = (r["workload"], r["profiler"])
+            if key not in base.index:
+                continue
+            b = base.loc[key]
+            if name == "speedup":
+                vals = (r["median"] / b["median"], r["lo"] / b["hi"], r["hi"] / b["lo"])
+            else:
+                vals = tuple(100 * (r[c] - b["median"]) / b["median"] for c in ("median", "lo", "hi"))
+            out.append({**{k: r[k] for k in KEYS}, "metric": name, "unit": unit,
+                        "median": vals[0], "lo": vals[1], "hi": vals[2], "n": r["n"]})
+    return pd.DataFrame(out)
+
+
+def loss_flags(summary: pd.DataFrame) -> pd.DataFrame:
+    """Variants whose final loss strays from the baseline's by more than LOSS_TOLERANCE %."""
+    rows = summary[summary["metric"] == "loss_vs_baseline"]
+    return rows[rows["median"].abs() > LOSS_TOLERANCE]
+
+
+def main(run_paths, skipped: list[dict], out_dir) -> pd.DataFrame:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    records = load_records(run_paths)
+    records += [{"keys": c["keys"], "status": "skipped", "reason": c["reason"]} for c in skipped]
+    metrics, cells = tidy(records)
+    summary = summarize(metrics, cells)
+    metrics.to_csv(out / "metrics.csv", index=False)
+    cells.sort_values([*KEYS, "rep"]).to_csv(out / "cells.csv", index=False)
+    summary.to_csv(out / "summary.csv", index=False, float_format="%.6g")
+    envs = {json.dumps(r["env"], sort_keys=True) for r in records if r.get("env")}
+    (out / "env.json").write_text(json.dumps([json.loads(e) for e in sorted(envs)], indent=1))
+    return summary

@@ -1,0 +1,84 @@
+"""The environment fingerprint every run records, and the machine's short name."""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _nvml() -> dict:
+    """Driver and clocks through NVML; empty when there is no NVIDIA driver."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        info = {"driver": pynvml.nvmlSystemGetDriverVersion(),
+                "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "mem_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM),
+                "power_limit_w": pynvml.nvmlDeviceGetPowerManagementLimit(h) / 1000}
+        pynvml.nvmlShutdown()
+        return info
+    except Exception:  # no driver, no NVML: the fields are simply absent
+        return {}
+
+
+def has_cuda() -> bool:
+    return torch.cuda.is_available()
+
+
+def machine_slug() -> str:
+    """'h200' for an NVIDIA H200, the model's last word in general; 'cpu' without a GPU."""
+    if not has_cuda():
+        return "cpu"
+    name = torch.cuda.get_device_name(0).lower().replace("nvidia", "").strip()
+    return re.sub(r"[^a-z0-9]+", "-", name.split()[0] if name else "gpu").strip("-") or "gpu"
+
+
+def fingerprint() -> dict:
+    env = {
+        "python": platform.python_version(), "platform": platform.platform(),
+        "torch": torch.__version__, "torchvision": _version("torchvision"),
+        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if has_cuda() else None,
+        "dali": _version("nvidia-dali-cuda130"), "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
+        "gpu": torch.cuda.get_device_name(0) if has_cuda() else None,
+        "gpu_count": torch.cuda.device_count() if has_cuda() else 0,
+        "git_commit": _git_commit(),
+    }
+    if has_cuda():
+        env.update(_nvml())
+    return env

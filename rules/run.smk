@@ -1,0 +1,32 @@
+# One process per cell. Repetition r starts once every cell of repetition r-1 has finished,
+# so each repetition sweeps all variants (variants interleaved, drift spread evenly).
+
+
+def _run_inputs(wc):
+    spec = SPECS[(wc.workload, wc.variant, wc.profiler, int(wc.rep))]
+    inputs = {"data": spec["data"]}
+    if int(wc.rep) > 0:
+        inputs["previous"] = f"runs/{MACHINE}/rep{int(wc.rep) - 1}.done"
+    return inputs
+
+
+rule run:
+    input:
+        unpack(_run_inputs),
+    output:
+        f"runs/{MACHINE}/{{workload}}/{{variant}}/{{profiler}}/rep{{rep}}/metrics.json",
+    log:
+        f"runs/{MACHINE}/{{workload}}/{{variant}}/{{profiler}}/rep{{rep}}/log.txt",
+    params:
+        spec=lambda wc: json.dumps(SPECS[(wc.workload, wc.variant, wc.profiler, int(wc.rep))]),
+    resources:
+        gpu=GPU,
+    shell:
+        "trainperf run --spec {params.spec:q} --out {output} 2>&1 | tee {log}"
+
+
+rule repetition_done:
+    input:
+        lambda wc: runs_of(int(wc.rep)),
+    output:
+        touch(f"runs/{MACHINE}/rep{{rep}}.done"),

@@ -1,0 +1,88 @@
+"""Each knob really changes what runs: memory format, autocast dtype, loader, copy, sync policy."""
+import pytest
+import torch
+
+from tests.conftest import cuda, spec_of
+from workloads import harness
+
+
+def _with(cfg, workload, variant, **knobs):
+    spec = spec_of(cfg, workload, variant)
+    spec["knobs"].update(knobs)
+    return spec
+
+
+def test_channels_last_reaches_model_and_input(cpu_config):
+    t = harness.Trainer(spec_of(cpu_config, "resnet50", "channels-last"))
+    assert t.model.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    x, _ = next(t.batches)
+    assert x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+
+
+def test_baseline_is_nchw_fp32_single_process(cpu_config):
+    t = harness.Trainer(spec_of(cpu_config, "resnet50", "baseline"))
+    assert t.model.conv1.weight.is_contiguous()
+    x, _ = next(t.batches)
+    assert x.is_contiguous() and x.dtype == torch.float32
+    assert t.dtype is None and not t.scaler.is_enabled()
+    assert not torch.backends.cudnn.benchmark and not torch.backends.cuda.matmul.allow_tf32
+
+
+@pytest.mark.parametrize("variant,dtype", [("amp-bf16", torch.bfloat16), ("amp", torch.float16),
+                                           ("baseline", torch.float32)])
+def test_autocast_dtype_reaches_the_convolutions(cpu_config, variant, dtype):
+    t = harness.Trainer(spec_of(cpu_config, "resnet50", variant))
+    seen = []
+    t.model.conv1.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    x, y = next(t.batches)
+    loss = t.step(x, y)
+    assert seen == [dtype] and loss.dtype == torch.float32
+    assert t.scaler.is_enabled() == (variant == "amp")
+
+
+def test_workers_variant_uses_worker_processes(cpu_config):
+    t = harness.Trainer(spec_of(cpu_config, "lstm", "workers"))
+    assert t.loader.num_workers == 2 and t.loader.persistent_workers and t.loader.prefetch_factor == 2
+    x, y = next(t.batches)
+    assert x.shape == y.shape == (t.workload.params["batch_size"], t.workload.params["seq_len"])
+    assert torch.equal(x[:, 1:], y[:, :-1])  # targets are the inputs shifted by one token
+
+
+def test_dali_cpu_pipeline_yields_normalized_batches(cpu_config):
+    spec = spec_of(cpu_config, "resnet50", "dali")
+    t = harness.Trainer(spec)
+    x, y = next(t.batches)
+    size, bs = spec["params"]["image_size"], spec["params"]["batch_size"]
+    assert x.shape == (bs, 3, size, size) and x.dtype == torch.float32
+    assert y.shape == (bs,) and y.dtype == torch.int64 and set(y.tolist()) <= {0, 1}
+    assert -3 < x.mean() < 3 and 0.2 < x.std() < 3  # normalized, not raw 0..255 pixels
+
+
+def test_dali_with_channels_last_hands_over_nhwc_without_a_copy(cpu_config):
+    t = harness.Trainer(_with(cpu_config, "resnet50", "dali", channels_last=True))
+    x, _ = next(t.batches)
+    assert x.shape[1] == 3 and x.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_lazy_sync_reads_the_loss_every_n_steps(cpu_config):
+    t = harness.Trainer(_with(cpu_config, "lstm", "lazy-sync", sync_every=3))
+    for i in range(4):
+        t.timed_step(i, last=5)
+    assert sorted(t.losses) == [0, 1, 2] and len(t.pending) == 1
+
+
+def test_non_finite_loss_fails_the_cell(cpu_config):
+    spec = _with(cpu_config, "lstm", "baseline")
+    spec["params"]["lr"] = 1e30  # poisons the weights: the second loss is inf or nan
+    record = harness.run(spec)
+    assert record["status"] == "failed" and "non-finite loss" in record["reason"]
+
+
+@cuda
+def test_pinned_async_copies_on_a_side_stream(cpu_config):
+    t = harness.Trainer(spec_of(cpu_config, "resnet50", "pinned-async"))
+    x, y = next(t.batches)
+    assert x.is_cuda and y.is_cuda and t.batches.stream != torch.cuda.current_stream()
+    assert t.loader.pin_memory
+    hx, _ = next(t.batches.batches)
+    assert hx.is_pinned()

@@ -1,0 +1,86 @@
+"""What a workload is: a model, its data, its loss, its sizes per preset, the knobs it accepts.
+
+A workload file subclasses VisionWorkload or SequenceWorkload, sets a few attributes, writes
+`build_model`, and registers itself with `@register`. Everything else (loaders, variants,
+measurement) is shared.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+REGISTRY: dict[str, type["Workload"]] = {}
+
+
+class WorkloadError(TypeError):
+    """A workload file that does not define what a workload needs."""
+
+
+def register(cls: type["Workload"]) -> type["Workload"]:
+    """Class decorator: add a workload to the registry under `cls.name`."""
+    origin = getattr(cls, "__module__", "?")
+    missing = [a for a in ("name", "data", "defaults") if not getattr(cls, a, None)]
+    if "build_model" not in vars(cls):
+        missing.append("build_model()")
+    if missing:
+        raise WorkloadError(f"workload in {origin} is missing: {', '.join(missing)}")
+    for preset in ("cpu", "gpu"):
+        if "batch_size" not in cls.defaults.get(preset, {}):
+            raise WorkloadError(f"workload {cls.name} in {origin}: defaults['{preset}'] needs a batch_size")
+    if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
+        raise WorkloadError(f"workload name {cls.name!r} registered twice ({origin})")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+class Workload:
+    name: ClassVar[str] = ""
+    data: ClassVar[str] = ""          # "images" or "tokens": which generated dataset it reads
+    unit: ClassVar[str] = "samples"   # what one batch row is, for throughput
+    cnn: ClassVar[bool] = False       # channels_last applies
+    # preset -> sizes and settings: batch_size (required), lr (SGD, momentum 0.9; default 0.01), ...
+    defaults: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    def __init__(self, params: dict[str, Any]):
+        self.params = params
+
+    def build_model(self) -> nn.Module:
+        raise NotImplementedError
+
+    def loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(output.flatten(0, -2), target.flatten())
+
+    def units_per_sample(self) -> int:
+        """Extra throughput unit per sample (tokens for a sequence model), 1 otherwise."""
+        return 1
+
+    @classmethod
+    def knob_reason(cls, knob: str, value, cuda: bool) -> str | None:
+        """Why a knob value does not apply to this workload (on a machine with or without CUDA),
+        or None when it does. Override to add a workload's own limits, calling super()."""
+        if knob == "channels_last" and value and not cls.cnn:
+            return f"channels_last applies to CNNs; {cls.name} is not one"
+        if knob == "loader" and value == "dali" and cls.data != "images":
+            return f"DALI decodes images; {cls.name} reads {cls.data}"
+        return None
+
+
+class VisionWorkload(Workload):
+    """Image classification from a folder of JPEG files (ImageFolder layout).
+
+    params: batch_size, image_size (the RandomResizedCrop side), num_classes (set from the data).
+    """
+    data = "images"
+
+
+class SequenceWorkload(Workload):
+    """Next-token prediction over a stream of token ids.
+
+    params: batch_size, seq_len, vocab (token ids are < vocab).
+    """
+    data = "tokens"
+
+    def units_per_sample(self) -> int:
+        return int(self.params["seq_len"])

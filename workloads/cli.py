@@ -1,0 +1,127 @@
+"""`trainperf`: run one cell, make the datasets, list the matrix, aggregate the results."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def write_json(path: str | Path, obj) -> None:
+    """Write atomically: a reader sees the old file or the whole new one, never half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def _config(args) -> dict:
+    from workloads import config, matrix
+    overrides = {"preset": args.preset} if getattr(args, "preset", None) else {}
+    return matrix.resolve(config.load(args.config, overrides))
+
+
+def cmd_run(args) -> int:
+    from workloads import harness, matrix
+    if args.spec:
+        spec = json.loads(args.spec)
+    else:
+        cell = matrix.cell(_config(args), args.workload, args.variant, args.profiler, args.rep)
+        if cell["status"] == "skipped":
+            print(f"skipped: {cell['reason']}", file=sys.stderr)
+            if args.out:
+                write_json(args.out, {**cell, "spec": None})
+            return 0
+        spec = cell["spec"]
+    record = harness.run(spec)
+    if args.out:
+        write_json(args.out, record)
+    else:
+        print(json.dumps({k: record[k] for k in ("keys", "status", "reason")} |
+                         {"metrics": record.get("metrics", [])}, indent=1))
+    return 0
+
+
+def cmd_data(args) -> int:
+    from workloads import data
+    if args.kind == "images":
+        info = data.make_images(args.out, args.n, args.classes, args.seed)
+    else:
+        info = data.make_tokens(args.out, args.n, seed=args.seed)
+    print(json.dumps(info))
+    return 0
+
+
+def cmd_matrix(args) -> int:
+    from workloads import matrix
+    for c in matrix.cells(_config(args)):
+        k = c["keys"]
+        print(f"{k['workload']:10} {k['variant']:28} {k['profiler']:7} rep{k['rep']}  "
+              f"{c['status']}" + (f": {c['reason']}" if c["reason"] else ""))
+    return 0
+
+
+def cmd_aggregate(args) -> int:
+    from analysis import aggregate
+    skipped = json.loads(Path(args.skipped).read_text()) if args.skipped else []
+    aggregate.main(args.runs, skipped, args.out_dir)
+    return 0
+
+
+def cmd_env(args) -> int:
+    from profiles import env
+    print(json.dumps({"machine": env.machine_slug(), **env.fingerprint()}, indent=1))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    from workloads.config import CONFIG
+    p = argparse.ArgumentParser(prog="trainperf", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run one cell of the matrix")
+    r.add_argument("workload", nargs="?")
+    r.add_argument("variant", nargs="?", default="baseline")
+    r.add_argument("--profiler", default="timing")
+    r.add_argument("--rep", type=int, default=0)
+    r.add_argument("--preset", choices=["cpu", "gpu"])
+    r.add_argument("--config", default=CONFIG)
+    r.add_argument("--spec", help="a cell spec as JSON (what the Snakefile passes)")
+    r.add_argument("--out", help="write the run's record (metrics.json) here")
+    r.set_defaults(func=cmd_run)
+    d = sub.add_parser("data", help="generate a dataset")
+    d.add_argument("kind", choices=["images", "tokens"])
+    d.add_argument("--out", required=True)
+    d.add_argument("--n", type=int, required=True, help="images or tokens")
+    d.add_argument("--classes", type=int, default=10)
+    d.add_argument("--seed", type=int, default=0)
+    d.set_defaults(func=cmd_data)
+    m = sub.add_parser("matrix", help="list every cell and whether it runs or is skipped")
+    m.add_argument("--preset", choices=["cpu", "gpu"])
+    m.add_argument("--config", default=CONFIG)
+    m.set_defaults(func=cmd_matrix)
+    a = sub.add_parser("aggregate", help="run records -> metrics.csv, summary.csv, cells.csv")
+    a.add_argument("runs", nargs="+")
+    a.add_argument("--skipped", help="JSON file of skipped cells")
+    a.add_argument("--out-dir", required=True)
+    a.set_defaults(func=cmd_aggregate)
+    e = sub.add_parser("env", help="print this machine's environment fingerprint")
+    e.set_defaults(func=cmd_env)
+    return p
+
+
+def main(argv=None) -> int:
+    from workloads.config import ConfigError
+    args = parser().parse_args(argv)
+    if args.command == "run" and not args.spec and not args.workload:
+        parser().error("run needs a workload name or --spec")
+    try:
+        return args.func(args)
+    except (ConfigError, KeyError, FileNotFoundError) as e:
+        print(f"trainperf: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Load config/config.yaml, validate it against config/schema.yaml, resolve 'auto' values."""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "config" / "config.yaml"
+SCHEMA = ROOT / "config" / "schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A bad config value; the message names the key and what is allowed."""
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        return f"config error at {key}: unknown key(s) {extra}; allowed: {allowed}"
+    if error.validator == "enum":
+        return f"config error at {key}: {error.instance!r} is not one of {error.validator_value}"
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        options = [e.schema.get("enum") or e.schema.get("const") for e in error.context]
+        return f"config error at {key}: {error.instance!r} is not allowed; allowed: {options}"
+    return f"config error at {key}: {error.message}"
+
+
+def validate(config: dict) -> dict:
+    """Raise ConfigError with one line naming the first bad key; return the config."""
+    schema = yaml.safe_load(SCHEMA.read_text())
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(config),
+                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        error = jsonschema.exceptions.best_match(errors)
+        raise ConfigError(_describe(error))
+    return config
+
+
+def load(path: str | Path = CONFIG, overrides: dict | None = None) -> dict:
+    config = yaml.safe_load(Path(path).read_text())
+    config.update(copy.deepcopy(overrides or {}))
+    return validate(config)
+
+
+def digest(obj) -> str:
+    """A short stable hash of any JSON-able object (the config, a cell's spec)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]

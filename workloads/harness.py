@@ -1,0 +1,212 @@
+"""The one training harness: applies a variant's knobs, trains, measures, returns a record.
+
+A run is one process: build the workload, warm up (compile happens there and is reported
+apart), then time the measured steps. Per step it records wall time, the time blocked on
+input, the GPU time between step ends (CUDA events, no extra sync) and the loss.
+"""
+from __future__ import annotations
+
+import math
+import resource
+import statistics
+import sys
+import time
+import traceback
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import workloads
+from profiles import env
+from profiles.timing import OBSERVERS
+from workloads import loaders
+from workloads.data import check_dataset
+
+AUTOCAST = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
+
+
+class NonFiniteLoss(RuntimeError):
+    pass
+
+
+def set_backends(knobs: dict) -> None:
+    """Global switches: TF32 for matmul and convolutions, cuDNN autotuning."""
+    tf32 = knobs["precision"] == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = knobs["cudnn_benchmark"]
+
+
+def input_batches(workload, spec: dict, device: torch.device):
+    """The variant's input pipeline: (its loader, an iterator of (x, y) batches on `device`)."""
+    knobs, p, steps = spec["knobs"], workload.params, spec["warmup_steps"] + spec["measured_steps"] + 1
+    prepare = (lambda x: x.contiguous(memory_format=torch.channels_last)) if knobs["channels_last"] else (lambda x: x)
+    if knobs["loader"] == "dali":
+        source = batches = loaders.dali_loader(spec["data"], p["batch_size"], p["image_size"], knobs, device,
+                                               spec["seed"])
+        if device.type == "cuda":
+            return source, batches
+    else:
+        if workload.data == "images":
+            from torchvision import datasets
+            dataset = datasets.ImageFolder(spec["data"], transform=loaders.image_transform(p["image_size"]))
+        else:
+            dataset = loaders.TokenWindows(spec["data"], p["seq_len"])
+        source = loaders.torch_loader(dataset, p["batch_size"], steps, knobs, spec["seed"])
+        batches = iter(source)
+    if device.type == "cuda" and knobs["copy"] == "async":
+        return source, loaders.SideStreamCopy(batches, device, prepare)
+    return source, loaders.blocking_copy(batches, device, prepare)
+
+
+def data_params(workload_cls, path: str) -> dict:
+    """Sizes that come from the dataset: the number of classes, or the vocabulary."""
+    check_dataset(path, workload_cls.data)
+    if workload_cls.data == "images":
+        return {"num_classes": sum(1 for d in Path(path).iterdir() if d.is_dir())}
+    return {"vocab": int(np.load(path, mmap_mode="r").max()) + 1}
+
+
+def build(spec: dict, device: torch.device):
+    cls = workloads.get(spec["workload"])
+    workload = cls({**spec["params"], **data_params(cls, spec["data"])})
+    if cls.data == "tokens":  # the model must cover every token id the data holds
+        workload.params["vocab"] = max(spec["params"].get("vocab", 0), workload.params["vocab"])
+    torch.manual_seed(spec["seed"])
+    model = workload.build_model().to(device)
+    if spec["knobs"]["channels_last"]:
+        model = model.to(memory_format=torch.channels_last)
+    return workload, model
+
+
+class Trainer:
+    """One cell's model, optimizer and input pipeline, with the variant's knobs applied."""
+
+    def __init__(self, spec: dict, device: torch.device | None = None):
+        self.spec, self.knobs = spec, spec["knobs"]
+        self.device = device or torch.device("cuda" if env.has_cuda() else "cpu")
+        set_backends(self.knobs)
+        self.workload, self.model = build(spec, self.device)
+        lr = self.workload.params.get("lr", 0.01)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.knobs["precision"] == "amp-fp16")
+        self.dtype = AUTOCAST.get(self.knobs["precision"])
+        mode = self.knobs["compile"]
+        self.forward = torch.compile(self.model, mode=mode) if mode else self.model
+        self.loader, self.batches = input_batches(self.workload, spec, self.device)
+        self.pending: list[torch.Tensor] = []
+        self.losses: dict[int, float] = {}
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """One optimization step under the variant's precision; returns the loss (on the device)."""
+        with torch.autocast(self.device.type, dtype=self.dtype) if self.dtype else nullcontext():
+            loss = self.workload.loss(self.forward(x), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return loss.detach()
+
+    def sync_losses(self, i: int) -> None:
+        """Read the pending losses on the host (a GPU sync) and check they are finite."""
+        values = torch.stack(self.pending).float().tolist()
+        first = i - len(values) + 1
+        for k, v in enumerate(values):
+            if not math.isfinite(v):
+                raise NonFiniteLoss(f"loss is {v} at step {first + k}")
+        self.losses.update(zip(range(first, i + 1), values))
+        self.pending.clear()
+
+    def timed_step(self, i: int, last: int) -> dict:
+        t0 = time.perf_counter()
+        x, y = next(self.batches)
+        t1 = time.perf_counter()
+        self.pending.append(self.step(x, y))
+        if (i + 1) % self.knobs["sync_every"] == 0 or i == last:
+            self.sync_losses(i)
+        return {"step": i, "input_s": t1 - t0, "wall_s": time.perf_counter() - t0}
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def train(spec: dict, log) -> dict:
+    t = Trainer(spec)
+    cuda = t.device.type == "cuda"
+    observer = OBSERVERS[spec["profiler"]](cuda)
+    warmup, measured = spec["warmup_steps"], spec["measured_steps"]
+    last, bs = warmup + measured - 1, t.workload.params["batch_size"]
+    t_start = time.perf_counter()
+    warm = [t.timed_step(i, last) for i in range(warmup)]
+    t.synchronize()
+    warmup_s = time.perf_counter() - t_start
+    log(f"warm-up: {warmup} steps in {warmup_s:.1f} s (first step {warm[0]['wall_s']:.2f} s)")
+    steps, events = [], []
+    with observer.window():
+        t0 = time.perf_counter()
+        for i in range(warmup, last + 1):
+            steps.append(t.timed_step(i, last))
+            if cuda:
+                events.append(torch.cuda.Event(enable_timing=True))
+                events[-1].record()
+            observer.step()
+            k = i - warmup + 1
+            if k % max(1, measured // 5) == 0 or k == measured:
+                log(f"step {k}/{measured}: {k * bs / (time.perf_counter() - t0):.1f} {t.workload.unit}/s")
+        t.synchronize()
+        elapsed = time.perf_counter() - t0
+    for s in steps + warm:
+        s["loss"] = t.losses.get(s["step"])
+    for s, a, b in zip(steps[1:], events, events[1:]):
+        s["gpu_s"] = a.elapsed_time(b) / 1e3
+    return summarize(t.workload, spec, steps, warm, elapsed, warmup_s, observer, t.device)
+
+
+def summarize(workload, spec, steps, warm, elapsed, warmup_s, observer, device) -> dict:
+    bs, n = workload.params["batch_size"], len(steps)
+    wall = [s["wall_s"] for s in steps]
+    input_s = sum(s["input_s"] for s in steps)
+    last = [s["loss"] for s in steps[-max(1, n // 4):] if s["loss"] is not None]
+    metrics = [
+        ("throughput", n * bs / elapsed, f"{workload.unit}/s"),
+        ("step_time", statistics.median(wall) * 1e3, "ms"),
+        ("step_time_p90", float(np.percentile(wall, 90)) * 1e3, "ms"),
+        ("input_wait", input_s / n * 1e3, "ms/step"),
+        ("input_wait_share", 100 * input_s / elapsed, "%"),
+        ("warmup_time", warmup_s, "s"),
+        ("first_step_time", warm[0]["wall_s"], "s"),
+        ("final_loss", statistics.mean(last), "nats"),
+    ]
+    if workload.units_per_sample() > 1:
+        metrics.append(("token_throughput", n * bs * workload.units_per_sample() / elapsed, "tokens/s"))
+    if device.type == "cuda":
+        metrics.append(("peak_memory", torch.cuda.max_memory_allocated(device) / 2**30, "GiB"))
+        gpu = [s["gpu_s"] for s in steps if "gpu_s" in s]
+        if gpu:
+            metrics.append(("gpu_step_time", statistics.median(gpu) * 1e3, "ms"))
+    else:
+        metrics.append(("peak_host_memory", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "GiB"))
+    rows = [{"metric": m, "value": float(v), "unit": u} for m, v, u in metrics] + observer.metrics()
+    return {"metrics": rows, "steps": steps, "warmup_steps": warm, "params": workload.params}
+
+
+def run(spec: dict, log=None) -> dict:
+    """Run one cell; never raises for a failure of the cell itself: it is recorded."""
+    tag = f"[{spec['workload']}/{spec['variant']}/{spec['profiler']} rep{spec['rep']}]"
+    log = log or (lambda msg: print(f"{tag} {msg}", file=sys.stderr, flush=True))
+    record = {"keys": {k: spec[k] for k in ("workload", "variant", "profiler", "rep")},
+              "spec": spec, "env": env.fingerprint(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    try:
+        record.update(status="ok", reason=None, **train(spec, log))
+    except torch.cuda.OutOfMemoryError:
+        record.update(status="failed", reason=f"out of memory (batch_size={spec['params']['batch_size']})")
+    except NonFiniteLoss as e:
+        record.update(status="failed", reason=f"non-finite loss: {e}")
+    except Exception as e:  # the cell failed; the matrix goes on
+        traceback.print_exc()
+        record.update(status="failed", reason=f"{type(e).__name__}: {e}".splitlines()[0][:300])
+    log(f"{record['status']}" + (f": {record['reason']}" if record["reason"] else ""))
+    return record

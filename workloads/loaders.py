@@ -1,0 +1,115 @@
+"""Input pipelines: torch DataLoader (images or tokens), DALI (images), and the host-to-device copy.
+
+Every loader yields (input, target) batches forever (the sampler draws as many as the run needs,
+so no epoch boundary falls inside the measurement).
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, RandomSampler
+from torchvision import datasets
+from torchvision.transforms import v2
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def image_transform(size: int):
+    """The ImageNet training transform: RandomResizedCrop, flip, to float, normalize."""
+    return v2.Compose([v2.RandomResizedCrop(size, antialias=True), v2.RandomHorizontalFlip(),
+                       v2.PILToTensor(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
+
+
+class TokenWindows(Dataset):
+    """Non-overlapping windows of seq_len + 1 tokens from a .npy stream: (input, next tokens)."""
+
+    def __init__(self, path, seq_len: int):
+        self.tokens = np.load(path, mmap_mode="r")
+        self.seq_len = seq_len
+
+    def __len__(self):
+        return (len(self.tokens) - 1) // self.seq_len
+
+    def __getitem__(self, i):
+        w = torch.from_numpy(np.array(self.tokens[i * self.seq_len: (i + 1) * self.seq_len + 1], dtype=np.int64))
+        return w[:-1], w[1:]
+
+
+def torch_loader(dataset: Dataset, batch_size: int, batches: int, knobs: dict, seed: int) -> DataLoader:
+    """A DataLoader with the variant's worker, pinning and prefetch knobs, drawing `batches` batches."""
+    workers = knobs["num_workers"]
+    sampler = RandomSampler(dataset, num_samples=batch_size * batches,
+                            generator=torch.Generator().manual_seed(seed))
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
+                      num_workers=workers, pin_memory=knobs["pin_memory"],
+                      prefetch_factor=knobs["prefetch_factor"] if workers else None,
+                      persistent_workers=knobs["persistent_workers"] and workers > 0)
+
+
+def dali_loader(root, batch_size: int, size: int, knobs: dict, device: torch.device, seed: int) -> Iterator:
+    """A DALI pipeline over a JPEG folder: decode + random crop (on the GPU with device="mixed"
+    when CUDA is used, on the CPU otherwise), resize, flip, normalize. NHWC when channels_last."""
+    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+    cuda = device.type == "cuda"
+
+    @pipeline_def
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=str(root), random_shuffle=True, name="Reader", seed=seed)
+        images = fn.decoders.image_random_crop(jpegs, device="mixed" if cuda else "cpu",
+                                               output_type=types.RGB, seed=seed)
+        images = fn.resize(images, resize_x=size, resize_y=size)
+        images = fn.crop_mirror_normalize(
+            images, dtype=types.FLOAT, output_layout="HWC" if knobs["channels_last"] else "CHW",
+            mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD],
+            mirror=fn.random.coin_flip(seed=seed))
+        return images, labels.gpu() if cuda else labels
+
+    p = pipe(batch_size=batch_size, num_threads=max(1, knobs["num_workers"]),
+             device_id=device.index or 0 if cuda else None, seed=seed, prefetch_queue_depth=2)
+    it = DALIGenericIterator([p], ["x", "y"], reader_name="Reader",
+                             last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)
+
+    def batches():
+        while True:
+            for out in it:
+                x, y = out[0]["x"], out[0]["y"].squeeze(-1).long()
+                yield (x.permute(0, 3, 1, 2) if knobs["channels_last"] else x), y
+    return batches()
+
+
+class SideStreamCopy:
+    """Copy batch k+1 to the GPU on a side stream (non_blocking, from pinned memory) while the
+    default stream computes on batch k. The compute stream waits on the copy stream before it
+    uses a batch, and record_stream keeps the allocator from reusing the memory too early."""
+
+    def __init__(self, batches: Iterator, device: torch.device, prepare):
+        self.batches, self.device, self.prepare = batches, device, prepare
+        self.stream = torch.cuda.Stream(device)
+        self.next = None
+        self._load()
+
+    def _load(self):
+        x, y = next(self.batches)
+        with torch.cuda.stream(self.stream):
+            self.next = self.prepare(x.to(self.device, non_blocking=True)), y.to(self.device, non_blocking=True)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        torch.cuda.current_stream(self.device).wait_stream(self.stream)
+        x, y = self.next
+        x.record_stream(torch.cuda.current_stream(self.device))
+        y.record_stream(torch.cuda.current_stream(self.device))
+        self._load()
+        return x, y
+
+
+def blocking_copy(batches: Iterator, device: torch.device, prepare) -> Iterator:
+    """The naive copy: each batch moved to the device when the step asks for it."""
+    for x, y in batches:
+        yield prepare(x.to(device)), y.to(device)

@@ -1,0 +1,66 @@
+"""The matrix: workloads x variants x profilers x repetitions, each cell a spec to run or a skip."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import workloads
+from profiles import env
+from profiles.timing import OBSERVERS
+from workloads import variants
+from workloads.config import ConfigError, digest
+from workloads.variants import Machine
+
+
+def resolve(config: dict) -> dict:
+    """Fill in 'auto' (machine, preset) and 'all' (workloads, variants); check every name."""
+    config = dict(config)
+    cuda = env.has_cuda()
+    if config["preset"] == "auto":
+        config["preset"] = "gpu" if cuda else "cpu"
+    if config["machine"] == "auto":
+        config["machine"] = env.machine_slug()
+    config["cuda"] = cuda
+    known = {"workloads": workloads.names(), "variants": variants.names(config), "profilers": list(OBSERVERS)}
+    for key, names in known.items():
+        chosen = names if config[key] == "all" else list(config[key])
+        unknown = [n for n in chosen if n not in names]
+        if unknown:
+            raise ConfigError(f"unknown {key[:-1]} {', '.join(map(repr, unknown))}; known: {', '.join(names)}")
+        config[key] = chosen
+    return config
+
+
+def data_path(config: dict, workload: type[workloads.Workload]) -> Path:
+    """The dataset a workload reads: a user's real one, or the generated one of the preset."""
+    if workload.name in config.get("datasets", {}):
+        return Path(config["datasets"][workload.name])
+    root = Path(config["data_root"]) / config["preset"]
+    return root / ("images" if workload.data == "images" else "tokens.npy")
+
+
+def params(config: dict, workload: type[workloads.Workload]) -> dict:
+    preset = config["presets"][config["preset"]]
+    return {**workload.defaults[config["preset"]], **preset.get("workloads", {}).get(workload.name, {})}
+
+
+def cell(config: dict, workload_name: str, variant: str, profiler: str = "timing", rep: int = 0) -> dict:
+    """One cell of a resolved config: {'keys', 'status': 'run'|'skipped', 'reason', 'spec'}."""
+    workload = workloads.get(workload_name)
+    keys = {"workload": workload_name, "variant": variant, "profiler": profiler, "rep": rep}
+    knobs, reason = variants.resolve(variant, workload, config, Machine(config["preset"], config["cuda"]))
+    if reason:
+        return {"keys": keys, "status": "skipped", "reason": reason, "spec": None}
+    preset = config["presets"][config["preset"]]
+    spec = {**keys, "preset": config["preset"], "machine": config["machine"], "knobs": knobs,
+            "params": params(config, workload), "data": str(data_path(config, workload)),
+            "warmup_steps": preset["warmup_steps"], "measured_steps": preset["measured_steps"],
+            "seed": config["seed"]}
+    spec["cell_hash"] = digest({k: v for k, v in spec.items() if k != "rep"})
+    return {"keys": keys, "status": "run", "reason": None, "spec": spec}
+
+
+def cells(config: dict) -> list[dict]:
+    """Every cell, repetition-major so that each repetition sweeps all variants (interleaving)."""
+    reps = config["presets"][config["preset"]]["repetitions"]
+    return [cell(config, w, v, p, r) for r in range(reps) for p in config["profilers"]
+            for w in config["workloads"] for v in config["variants"]]

@@ -1,0 +1,17 @@
+"""ResNet-50 (torchvision) on JPEG images: the articles' main case."""
+import torchvision
+
+from workloads.base import VisionWorkload, register
+
+
+@register
+class ResNet50(VisionWorkload):
+    name = "resnet50"
+    cnn = True
+    defaults = {
+        "cpu": {"batch_size": 8, "image_size": 64, "lr": 0.002},
+        "gpu": {"batch_size": 256, "image_size": 224, "lr": 0.02},
+    }
+
+    def build_model(self):
+        return torchvision.models.resnet50(num_classes=self.params["num_classes"])

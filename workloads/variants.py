@@ -1,0 +1,89 @@
+"""Variants are data: the baseline's knobs plus the fixes of config.yaml. This module expands them
+into named variants and decides, for one workload on one machine, each variant's knobs or why
+it is skipped. It is the one place where knob applicability is decided."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workloads.base import Workload
+
+# knob -> values that need a CUDA device to mean anything
+CUDA_ONLY = {"precision": {"tf32"}, "cudnn_benchmark": {True}, "pin_memory": {True}, "copy": {"async"}}
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the matrix needs to know about where it runs."""
+    preset: str
+    cuda: bool
+
+
+def fixes(config: dict, preset: str) -> dict[str, dict]:
+    """The fixes of config.yaml with the preset's fix_overrides applied."""
+    overrides = config["presets"][preset].get("fix_overrides", {})
+    return {name: {**knobs, **overrides.get(name, {})} for name, knobs in config["fixes"].items()}
+
+
+def names(config: dict) -> list[str]:
+    """Every variant name in matrix order: baseline, fixes, extras, optimized, ablations."""
+    fx = list(config["fixes"])
+    return ["baseline", *fx, *config.get("extra_variants", {}), "optimized", *(f"optimized-no-{f}" for f in fx)]
+
+
+def knob_reason(knob: str, value, workload: type[Workload], config: dict, machine: Machine) -> str | None:
+    """Why setting `knob` to `value` (away from the baseline) cannot be measured here, or None."""
+    if value == config["baseline"][knob]:
+        return None
+    reason = workload.knob_reason(knob, value, machine.cuda)
+    if reason:
+        return reason
+    disabled = config["presets"][machine.preset].get("disabled", {})
+    if knob in disabled:
+        return f"{knob} is off in the {machine.preset} preset: {disabled[knob]}"
+    if value in CUDA_ONLY.get(knob, ()) and not machine.cuda:
+        return f"{knob}={value} needs a CUDA GPU; this machine has none"
+    return None
+
+
+def _reason(knobs: dict, workload, config, machine) -> str | None:
+    return next((r for k, v in knobs.items() if (r := knob_reason(k, v, workload, config, machine))), None)
+
+
+def effective(knobs: dict, baseline: dict, machine: Machine) -> dict:
+    """The knobs with the ones that cannot act reset to the baseline, to find identical variants."""
+    k = dict(knobs)
+    if k["num_workers"] == 0 or k["loader"] == "dali":
+        k.update(prefetch_factor=baseline["prefetch_factor"], persistent_workers=baseline["persistent_workers"])
+    if k["loader"] == "dali" and machine.cuda:  # DALI hands over batches already on the GPU
+        k.update(pin_memory=baseline["pin_memory"], copy=baseline["copy"])
+    return k
+
+
+def resolve(name: str, workload: type[Workload], config: dict, machine: Machine) -> tuple[dict | None, str | None]:
+    """(knobs, None) for a variant that runs, (None, reason) for one that is skipped."""
+    base, fx = config["baseline"], fixes(config, machine.preset)
+    singles = {**fx, **config.get("extra_variants", {})}
+    applicable = {f: k for f, k in fx.items() if not _reason(k, workload, config, machine)}
+    optimized = {**base, **{k: v for knobs in applicable.values() for k, v in knobs.items()}}
+    if name == "baseline":
+        return dict(base), None
+    if name in singles:
+        reason = _reason(singles[name], workload, config, machine)
+        knobs = {**base, **singles[name]}
+        earlier = ["baseline", *list(singles)[:list(singles).index(name)]]
+        same = next((e for e in earlier if effective({**base, **singles.get(e, {})}, base, machine)
+                     == effective(knobs, base, machine)), None)
+        if not reason and same:
+            reason = f"same knobs as {same} here"
+        return (None, reason) if reason else (knobs, None)
+    if name == "optimized":
+        return optimized, None
+    if name.startswith("optimized-no-") and name[len("optimized-no-"):] in fx:
+        fix = name[len("optimized-no-"):]
+        if fix not in applicable:
+            return None, f"same as optimized: {_reason(fx[fix], workload, config, machine)}"
+        knobs = {**optimized, **{k: base[k] for k in fx[fix]}}
+        if effective(knobs, base, machine) == effective(optimized, base, machine):
+            return None, f"same as optimized here: {fix} has no effect with the other fixes on"
+        return knobs, None
+    raise KeyError(f"unknown variant {name!r}; known: {', '.join(names(config))}")

@@ -1,0 +1,17 @@
+"""ViT-B/16 (torchvision) on JPEG images: the article's DataLoader-bound transformer."""
+import torchvision
+
+from workloads.base import VisionWorkload, register
+
+
+@register
+class ViTB16(VisionWorkload):
+    name = "vit_b_16"
+    defaults = {
+        "cpu": {"batch_size": 4, "image_size": 64, "lr": 0.002},
+        "gpu": {"batch_size": 128, "image_size": 224, "lr": 0.005},
+    }
+
+    def build_model(self):
+        return torchvision.models.vit_b_16(image_size=self.params["image_size"],
+                                           num_classes=self.params["num_classes"])
