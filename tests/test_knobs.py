@@ -28,16 +28,20 @@ def test_baseline_is_nchw_fp32_single_process(cpu_config):
     assert not torch.backends.cudnn.benchmark and not torch.backends.cuda.matmul.allow_tf32
 
 
-@pytest.mark.parametrize("variant,dtype", [("amp-bf16", torch.bfloat16), ("amp", torch.float16),
-                                           ("baseline", torch.float32)])
-def test_autocast_dtype_reaches_the_convolutions(cpu_config, variant, dtype):
-    t = harness.Trainer(spec_of(cpu_config, "resnet50", variant))
+@pytest.mark.parametrize("precision,dtype", [("amp-bf16", torch.bfloat16), ("amp-fp16", torch.float16),
+                                             ("fp32", torch.float32)])
+def test_autocast_dtype_reaches_the_convolutions(cpu_config, precision, dtype):
+    t = harness.Trainer(_with(cpu_config, "resnet50", "baseline", precision=precision))
     seen = []
     t.model.conv1.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
     x, y = next(t.batches)
     loss = t.step(x, y)
     assert seen == [dtype] and loss.dtype == torch.float32
-    assert t.scaler.is_enabled() == (variant == "amp")
+    assert t.scaler.is_enabled() == (precision == "amp-fp16")  # GradScaler only where fp16 underflows
+
+
+def test_cpu_preset_runs_amp_as_bf16(cpu_config):
+    assert spec_of(cpu_config, "resnet50", "amp")["knobs"]["precision"] == "amp-bf16"
 
 
 def test_workers_variant_uses_worker_processes(cpu_config):

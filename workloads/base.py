@@ -6,12 +6,20 @@ measurement) is shared.
 """
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 REGISTRY: dict[str, type["Workload"]] = {}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 class WorkloadError(TypeError):
@@ -64,6 +72,8 @@ class Workload:
             return f"channels_last applies to CNNs; {cls.name} is not one"
         if knob == "loader" and value == "dali" and cls.data != "images":
             return f"DALI decodes images; {cls.name} reads {cls.data}"
+        if knob == "loader" and value == "dali" and not _installed("nvidia.dali"):
+            return "DALI is not installed (pip install -e '.[dali]')"
         return None
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch._dynamo
 
 import workloads
 from profiles import env
@@ -94,6 +95,9 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.knobs["precision"] == "amp-fp16")
         self.dtype = AUTOCAST.get(self.knobs["precision"])
         mode = self.knobs["compile"]
+        if mode:
+            torch._dynamo.reset()
+            torch._dynamo.utils.counters.clear()
         self.forward = torch.compile(self.model, mode=mode) if mode else self.model
         self.loader, self.batches = input_batches(self.workload, spec, self.device)
         self.pending: list[torch.Tensor] = []
@@ -128,6 +132,11 @@ class Trainer:
             self.sync_losses(i)
         return {"step": i, "input_s": t1 - t0, "wall_s": time.perf_counter() - t0}
 
+    def check_compiled(self) -> None:
+        """A compile variant whose model ran eager (dynamo captured nothing) must not pass as one."""
+        if self.knobs["compile"] and not torch._dynamo.utils.counters["stats"]["unique_graphs"]:
+            raise RuntimeError("torch.compile captured no graph: the model ran eager")
+
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -141,6 +150,7 @@ def train(spec: dict, log) -> dict:
     last, bs = warmup + measured - 1, t.workload.params["batch_size"]
     t_start = time.perf_counter()
     warm = [t.timed_step(i, last) for i in range(warmup)]
+    t.check_compiled()
     t.synchronize()
     warmup_s = time.perf_counter() - t_start
     log(f"warm-up: {warmup} steps in {warmup_s:.1f} s (first step {warm[0]['wall_s']:.2f} s)")

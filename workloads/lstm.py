@@ -31,4 +31,6 @@ class LSTM(SequenceWorkload):
     def knob_reason(cls, knob, value, cuda):
         if knob == "precision" and value.startswith("amp") and not cuda:
             return "PyTorch's CPU LSTM (oneDNN) has no fp16/bf16 kernel; AMP for the LSTM needs a GPU"
+        if knob == "compile" and value:
+            return "torch.compile does not trace nn.LSTM (dynamo's allow_rnn is off): the model would run eager"
         return super().knob_reason(knob, value, cuda)

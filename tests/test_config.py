@@ -1,0 +1,43 @@
+"""A bad config fails with one line naming the key and what is allowed."""
+import pytest
+
+from workloads import config, matrix
+from workloads.config import ConfigError
+
+
+def _load(**overrides):
+    return config.load(overrides=overrides)
+
+
+def test_shipped_config_is_valid():
+    c = _load()
+    assert c["baseline"]["precision"] == "fp32" and c["presets"]["gpu"]["repetitions"] >= 3
+
+
+@pytest.mark.parametrize("overrides,pattern", [
+    ({"preset": "tpu"}, r"config error at preset: 'tpu' is not one of \['auto', 'cpu', 'gpu'\]"),
+    ({"profilers": ["perf"]}, r"config error at profilers\.0: 'perf' is not one of \['timing'"),
+    ({"fixes": {"amp": {"precision": "fp8"}}}, r"at fixes\.amp\.precision: 'fp8' is not one of"),
+    ({"fixes": {"amp": {"precison": "amp-fp16"}}}, r"at fixes\.amp: unknown key\(s\) \['precison'\]; allowed: .*'precision'"),
+    ({"seed": "zero"}, r"config error at seed: 'zero' is not of type 'integer'"),
+    ({"bogus": 1}, r"config error at \(top level\): unknown key\(s\) \['bogus'\]"),
+])
+def test_bad_value_names_the_key(overrides, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        _load(**overrides)
+
+
+def test_bad_preset_value_names_the_nested_key():
+    c = _load()
+    c["presets"]["gpu"]["repetitions"] = 0
+    with pytest.raises(ConfigError, match=r"at presets\.gpu\.repetitions: 0 is less than the minimum of 1"):
+        config.validate(c)
+
+
+@pytest.mark.parametrize("key,value,pattern", [
+    ("workloads", ["resnet50", "alexnet"], r"unknown workload 'alexnet'; known: lstm, resnet50"),
+    ("variants", ["turbo"], r"unknown variant 'turbo'; known: baseline, workers"),
+])
+def test_unknown_names_list_the_known_ones(key, value, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        matrix.resolve(_load(**{key: value}))

@@ -1,0 +1,65 @@
+"""`snakemake --cores 1` on the cpu preset, end to end in a temporary copy of the project: every
+cell of the matrix ends in summary.csv, run or skipped with its reason; a second call is a no-op."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from workloads import config, matrix
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def snakemake(workdir, *args):
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--directory", str(workdir), *args]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    work = tmp_path_factory.mktemp("project")
+    for part in ("Snakefile", "rules", "config"):
+        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, work / part)
+    done = snakemake(work, "--config", "preset=cpu")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return work
+
+
+@pytest.mark.slow
+def test_every_cell_is_run_or_skipped_with_a_reason(pipeline):
+    cells = matrix.cells(matrix.resolve(config.load(overrides={"preset": "cpu"})))
+    summary = pd.read_csv(pipeline / "results/cpu/summary.csv")
+    table = pd.read_csv(pipeline / "results/cpu/cells.csv")
+    assert len(table) == len(cells)
+    for c in cells:
+        k = c["keys"]
+        rows = summary[(summary.workload == k["workload"]) & (summary.variant == k["variant"])]
+        assert len(rows), f"{k} missing from summary.csv"
+        if c["status"] == "skipped":
+            assert rows.status.tolist() == ["skipped"] and rows.reason.iloc[0] == c["reason"]
+        else:
+            assert rows.status.eq("ok").all(), rows[["status", "reason"]].to_dict("records")
+            tput = rows[rows.metric == "throughput"].iloc[0]
+            assert tput["n"] == 1 and tput["lo"] <= tput["median"] <= tput["hi"] and tput["median"] > 0
+
+
+@pytest.mark.slow
+def test_summary_has_the_documented_columns_and_derived_rows(pipeline):
+    summary = pd.read_csv(pipeline / "results/cpu/summary.csv")
+    assert {"workload", "variant", "profiler", "metric", "unit", "median", "lo", "hi", "n"} <= set(summary)
+    speedup = summary[(summary.metric == "speedup") & (summary.variant == "baseline")]
+    assert len(speedup) == 3 and (speedup["median"] == 1.0).all()
+    assert set(summary[summary.metric == "loss_vs_baseline"].unit) == {"%"}
+    metrics = pd.read_csv(pipeline / "results/cpu/metrics.csv")
+    assert set(metrics.metric) >= {"throughput", "step_time", "input_wait_share", "final_loss", "warmup_time"}
+
+
+@pytest.mark.slow
+def test_runs_record_their_environment_and_a_second_call_does_nothing(pipeline):
+    record = next((pipeline / "runs/cpu/resnet50/baseline/timing/rep0").glob("metrics.json"))
+    assert '"torch"' in record.read_text() and '"git_commit"' in record.read_text()
+    again = snakemake(pipeline, "--config", "preset=cpu", "-n")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr

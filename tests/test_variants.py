@@ -1,0 +1,68 @@
+"""Variants are expanded from config data; a knob that cannot act makes the cell skipped, with why."""
+import pytest
+
+import workloads
+from workloads import config, variants
+from workloads.variants import Machine
+
+GPU, CPU = Machine("gpu", cuda=True), Machine("cpu", cuda=False)
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return config.load()
+
+
+def resolve(cfg, name, workload, machine=GPU):
+    return variants.resolve(name, workloads.get(workload), cfg, machine)
+
+
+def test_names_follow_the_fixes(cfg):
+    names = variants.names(cfg)
+    assert names[0] == "baseline" and "optimized" in names
+    assert {f"optimized-no-{f}" for f in cfg["fixes"]} <= set(names)
+
+
+def test_single_fix_changes_only_its_knobs(cfg):
+    knobs, reason = resolve(cfg, "amp", "resnet50")
+    diff = {k for k in knobs if knobs[k] != cfg["baseline"][k]}
+    assert reason is None and diff == {"precision"} and knobs["precision"] == "amp-fp16"
+
+
+def test_optimized_applies_every_applicable_fix(cfg):
+    knobs, _ = resolve(cfg, "optimized", "resnet50")
+    for fix in cfg["fixes"].values():
+        assert all(knobs[k] == v for k, v in fix.items())
+    lstm, _ = resolve(cfg, "optimized", "lstm")
+    assert lstm["loader"] == "torch" and lstm["channels_last"] is False and lstm["num_workers"] == 8
+
+
+@pytest.mark.parametrize("variant,workload,pattern", [
+    ("channels-last", "lstm", "channels_last applies to CNNs; lstm is not one"),
+    ("channels-last", "vit_b_16", "vit_b_16 is not one"),
+    ("dali", "lstm", "DALI decodes images; lstm reads tokens"),
+    ("optimized-no-dali", "lstm", "same as optimized: DALI decodes images"),
+    # DALI hands over batches on the GPU, so pinning and the side-stream copy cannot act there
+    ("optimized-no-pinned-async", "resnet50", "same as optimized here: pinned-async has no effect"),
+])
+def test_inapplicable_knob_skips_the_cell(cfg, variant, workload, pattern):
+    knobs, reason = resolve(cfg, variant, workload)
+    assert knobs is None and pattern in reason
+
+
+def test_cpu_machine_skips_cuda_knobs_and_preset_disabled_ones(cfg):
+    assert "needs a CUDA GPU" in resolve(cfg, "pinned-async", "resnet50", CPU)[1]
+    assert "compile is off in the cpu preset" in resolve(cfg, "compile", "resnet50", CPU)[1]
+    knobs, _ = resolve(cfg, "optimized", "resnet50", CPU)
+    assert knobs["compile"] is False and knobs["copy"] == "blocking" and knobs["num_workers"] == 2
+
+
+def test_ablation_leaves_exactly_one_fix_out(cfg):
+    opt, _ = resolve(cfg, "optimized", "resnet50")
+    knobs, _ = resolve(cfg, "optimized-no-amp", "resnet50")
+    assert {k for k in opt if opt[k] != knobs[k]} == {"precision"} and knobs["precision"] == "fp32"
+
+
+def test_unknown_variant_lists_the_known_ones(cfg):
+    with pytest.raises(KeyError, match="unknown variant 'fast'; known: baseline, workers"):
+        resolve(cfg, "fast", "resnet50")
