@@ -21,6 +21,10 @@ def _version(package: str) -> str | None:
 
 
 def _git_commit() -> str:
+    """The checkout's commit (-dirty with uncommitted changes); TRAINPERF_GIT_COMMIT where the
+    code runs from a copy without .git."""
+    if os.environ.get("TRAINPERF_GIT_COMMIT"):
+        return os.environ["TRAINPERF_GIT_COMMIT"]
     try:
         out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
                              capture_output=True, text=True, timeout=10)

@@ -90,3 +90,10 @@ def test_pinned_async_copies_on_a_side_stream(cpu_config):
     assert t.loader.pin_memory
     hx, _ = next(t.batches.batches)
     assert hx.is_pinned()
+
+
+def test_drain_empties_the_queue_the_warmup_filled(cpu_config):
+    t = harness.Trainer(spec_of(cpu_config, "lstm", "workers"))
+    t.timed_step(0, last=5)
+    assert t.drain() == 2 * 2  # 2 workers x prefetch_factor 2
+    assert harness.prefetch_depth(t.knobs | {"num_workers": 0}) == 0

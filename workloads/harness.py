@@ -42,7 +42,8 @@ def set_backends(knobs: dict) -> None:
 
 def input_batches(workload, spec: dict, device: torch.device):
     """The variant's input pipeline: (its loader, an iterator of (x, y) batches on `device`)."""
-    knobs, p, steps = spec["knobs"], workload.params, spec["warmup_steps"] + spec["measured_steps"] + 1
+    knobs, p = spec["knobs"], workload.params
+    steps = spec["warmup_steps"] + spec["measured_steps"] + prefetch_depth(knobs) + 1
     prepare = (lambda x: x.contiguous(memory_format=torch.channels_last)) if knobs["channels_last"] else (lambda x: x)
     if knobs["loader"] == "dali":
         source = batches = loaders.dali_loader(spec["data"], p["batch_size"], p["image_size"], knobs, device,
@@ -60,6 +61,13 @@ def input_batches(workload, spec: dict, device: torch.device):
     if device.type == "cuda" and knobs["copy"] == "async":
         return source, loaders.SideStreamCopy(batches, device, prepare)
     return source, loaders.blocking_copy(batches, device, prepare)
+
+
+def prefetch_depth(knobs: dict) -> int:
+    """Batches the input pipeline holds ready ahead of the training loop."""
+    if knobs["loader"] == "dali":
+        return loaders.DALI_QUEUE_DEPTH
+    return knobs["num_workers"] * knobs["prefetch_factor"] if knobs["num_workers"] else 0
 
 
 def data_params(workload_cls, path: str) -> dict:
@@ -132,6 +140,14 @@ class Trainer:
             self.sync_losses(i)
         return {"step": i, "input_s": t1 - t0, "wall_s": time.perf_counter() - t0}
 
+    def drain(self) -> int:
+        """Take the batches the loader queued during warm-up (a long compile fills the queue),
+        so that the measured steps see the loader's steady state, not a full buffer."""
+        depth = prefetch_depth(self.knobs)
+        for _ in range(depth):
+            next(self.batches)
+        return depth
+
     def check_compiled(self) -> None:
         """A compile variant whose model ran eager (dynamo captured nothing) must not pass as one."""
         if self.knobs["compile"] and not torch._dynamo.utils.counters["stats"]["unique_graphs"]:
@@ -153,7 +169,9 @@ def train(spec: dict, log) -> dict:
     t.check_compiled()
     t.synchronize()
     warmup_s = time.perf_counter() - t_start
-    log(f"warm-up: {warmup} steps in {warmup_s:.1f} s (first step {warm[0]['wall_s']:.2f} s)")
+    drained = t.drain()
+    log(f"warm-up: {warmup} steps in {warmup_s:.1f} s (first step {warm[0]['wall_s']:.2f} s); "
+        f"{drained} queued batches drained")
     steps, events = [], []
     with observer.window():
         t0 = time.perf_counter()

@@ -14,6 +14,7 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+DALI_QUEUE_DEPTH = 2  # batches a DALI pipeline prepares ahead
 
 
 def image_transform(size: int):
@@ -69,7 +70,8 @@ def dali_loader(root, batch_size: int, size: int, knobs: dict, device: torch.dev
         return images, labels.gpu() if cuda else labels
 
     p = pipe(batch_size=batch_size, num_threads=max(1, knobs["num_workers"]),
-             device_id=device.index or 0 if cuda else None, seed=seed, prefetch_queue_depth=2)
+             device_id=device.index or 0 if cuda else None, seed=seed,
+             prefetch_queue_depth=DALI_QUEUE_DEPTH)
     it = DALIGenericIterator([p], ["x", "y"], reader_name="Reader",
                              last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)
 
