@@ -1,18 +1,50 @@
-"""The registry of workloads: every module in this folder that registers one is found by name."""
+"""The registry of workloads: every file in this folder that registers one is found by name.
+
+A workload file that cannot be loaded (a syntax error, a missing piece, no @register) stops
+discovery with one error that names the file and what is missing.
+"""
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import importlib.util
+import sys
+from pathlib import Path
 
 from workloads.base import REGISTRY, Workload, WorkloadError
 
-_SHARED = {"base", "cli", "config", "data", "harness", "matrix", "variants", "loaders"}
+HERE = Path(__file__).resolve().parent
+_SHARED = {"base", "cli", "config", "data", "harness", "matrix", "variants", "loaders", "scaffold"}
+
+
+def load_file(path: str | Path) -> list[str]:
+    """Import one workload file; return the names it registered."""
+    path = Path(path).resolve()
+    module = f"workloads.{path.stem}" if path.parent == HERE else f"workloads_user_{path.stem}"
+    before = set(REGISTRY)
+    try:
+        if module in sys.modules:  # imported already (by discovery or a plain import)
+            return [n for n, c in REGISTRY.items() if c.__module__ == module]
+        spec = importlib.util.spec_from_file_location(module, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[module] = mod
+        spec.loader.exec_module(mod)
+    except WorkloadError:
+        sys.modules.pop(module, None)
+        raise
+    except Exception as e:
+        sys.modules.pop(module, None)
+        raise WorkloadError(f"{path}: cannot be imported: {type(e).__name__}: {e}") from e
+    added = sorted(set(REGISTRY) - before)
+    if not added:
+        sys.modules.pop(module, None)
+        raise WorkloadError(f"{path}: registers no workload (decorate a VisionWorkload or "
+                            f"SequenceWorkload subclass with @register)")
+    return added
 
 
 def _discover() -> None:
-    for info in pkgutil.iter_modules(__path__):
-        if info.name not in _SHARED and not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
+    for path in sorted(HERE.glob("*.py")):
+        if path.stem not in _SHARED and not path.stem.startswith("_"):
+            load_file(path)
 
 
 def names() -> list[str]:
@@ -27,4 +59,4 @@ def get(name: str) -> type[Workload]:
     return REGISTRY[name]
 
 
-__all__ = ["Workload", "WorkloadError", "get", "names"]
+__all__ = ["Workload", "WorkloadError", "get", "load_file", "names"]

@@ -7,6 +7,7 @@ measurement) is shared.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from typing import Any, ClassVar
 
 import torch
@@ -28,17 +29,20 @@ class WorkloadError(TypeError):
 
 def register(cls: type["Workload"]) -> type["Workload"]:
     """Class decorator: add a workload to the registry under `cls.name`."""
-    origin = getattr(cls, "__module__", "?")
-    missing = [a for a in ("name", "data", "defaults") if not getattr(cls, a, None)]
+    module = sys.modules.get(cls.__module__)
+    origin = f"{getattr(module, '__file__', None) or cls.__module__}: workload class {cls.__name__}"
+    if not (isinstance(cls, type) and issubclass(cls, (VisionWorkload, SequenceWorkload))):
+        raise WorkloadError(f"{origin} must subclass VisionWorkload or SequenceWorkload")
+    missing = [f"{a} = ..." for a in ("name", "defaults") if not getattr(cls, a, None)]
     if "build_model" not in vars(cls):
-        missing.append("build_model()")
+        missing.append("def build_model(self)")
     if missing:
-        raise WorkloadError(f"workload in {origin} is missing: {', '.join(missing)}")
+        raise WorkloadError(f"{origin} is missing: {', '.join(missing)}")
     for preset in ("cpu", "gpu"):
         if "batch_size" not in cls.defaults.get(preset, {}):
-            raise WorkloadError(f"workload {cls.name} in {origin}: defaults['{preset}'] needs a batch_size")
-    if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
-        raise WorkloadError(f"workload name {cls.name!r} registered twice ({origin})")
+            raise WorkloadError(f"{origin}: defaults['{preset}'] needs a batch_size")
+    if cls.name in REGISTRY and REGISTRY[cls.name].__module__ != cls.__module__:
+        raise WorkloadError(f"{origin}: the name {cls.name!r} is taken by {REGISTRY[cls.name].__module__}")
     REGISTRY[cls.name] = cls
     return cls
 

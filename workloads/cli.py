@@ -70,6 +70,13 @@ def cmd_aggregate(args) -> int:
     return 0
 
 
+def cmd_new(args) -> int:
+    from workloads import scaffold
+    files = scaffold.new(args.name, args.kind, args.root)
+    print(scaffold.NEXT_STEPS.format(files=", ".join(map(str, files)), workload=files[0], name=args.name))
+    return 0
+
+
 def cmd_env(args) -> int:
     from profiles import env
     print(json.dumps({"machine": env.machine_slug(), **env.fingerprint()}, indent=1))
@@ -106,19 +113,25 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--skipped", help="JSON file of skipped cells")
     a.add_argument("--out-dir", required=True)
     a.set_defaults(func=cmd_aggregate)
+    n = sub.add_parser("new", help="scaffold a workload file and its test")
+    n.add_argument("name", help="the workload's name (a Python module name, e.g. my_model)")
+    n.add_argument("--kind", choices=["vision", "sequence"], required=True)
+    n.add_argument("--root", default=".", help="the project's root (default: here)")
+    n.set_defaults(func=cmd_new)
     e = sub.add_parser("env", help="print this machine's environment fingerprint")
     e.set_defaults(func=cmd_env)
     return p
 
 
 def main(argv=None) -> int:
+    from workloads.base import WorkloadError
     from workloads.config import ConfigError
     args = parser().parse_args(argv)
     if args.command == "run" and not args.spec and not args.workload:
         parser().error("run needs a workload name or --spec")
     try:
         return args.func(args)
-    except (ConfigError, KeyError, FileNotFoundError) as e:
+    except (ConfigError, KeyError, FileNotFoundError, FileExistsError, ValueError, WorkloadError) as e:
         print(f"trainperf: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,68 @@
+"""Adding a workload: the scaffold writes a file that registers, trains and passes its own test;
+a malformed workload file fails with one error naming the file and what is missing."""
+import sys
+
+import pytest
+
+import workloads
+from tests.conftest import spec_of
+from workloads import harness, scaffold
+from workloads.base import REGISTRY, WorkloadError
+
+
+@pytest.fixture()
+def isolated_registry():
+    before = dict(REGISTRY)
+    yield
+    for name in set(REGISTRY) - set(before):
+        module = REGISTRY.pop(name).__module__
+        sys.modules.pop(module, None)
+
+
+@pytest.mark.parametrize("kind", ["vision", "sequence"])
+def test_scaffolded_workload_registers_trains_and_passes_its_test(tmp_path, cpu_config, isolated_registry, kind):
+    name = f"my_{kind}"
+    workload_file, test_file = scaffold.new(name, kind, tmp_path)
+    assert workloads.load_file(workload_file) == [name]
+    namespace = {}
+    exec(compile(test_file.read_text(), str(test_file), "exec"), namespace)
+    namespace[f"test_{name}_output_shape"]()
+    record = harness.run(spec_of(cpu_config, name, "baseline"))
+    assert record["status"] == "ok", record["reason"]
+
+
+def test_scaffold_refuses_to_overwrite(tmp_path):
+    scaffold.new("mine", "vision", tmp_path)
+    with pytest.raises(FileExistsError, match="mine.py exists"):
+        scaffold.new("mine", "vision", tmp_path)
+
+
+GOOD = """
+from workloads.base import VisionWorkload, register
+import torchvision
+
+@register
+class Good(VisionWorkload):
+    name = "{name}"
+    defaults = {{"cpu": {{"batch_size": 2}}, "gpu": {{"batch_size": 2}}}}
+    def build_model(self):
+        return torchvision.models.resnet18(num_classes=2)
+"""
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda s: s.replace("    def build_model(self):\n        return torchvision.models.resnet18(num_classes=2)\n", ""),
+     "workload class Good is missing: def build_model(self)"),
+    (lambda s: s.replace('{"batch_size": 2}}', '{}}'), "defaults['gpu'] needs a batch_size"),
+    (lambda s: s.replace("@register\n", ""), "registers no workload"),
+    (lambda s: s.replace("(VisionWorkload)", "(object)"), "must subclass VisionWorkload or SequenceWorkload"),
+    (lambda s: s.replace("def build_model(self):", "def build_model(self)"), "cannot be imported: SyntaxError"),
+    (lambda s: s.replace('name = "broken"', 'name = "resnet50"'), "the name 'resnet50' is taken by workloads.resnet50"),
+])
+def test_malformed_workload_file_names_the_file_and_the_gap(tmp_path, isolated_registry, edit, message):
+    path = tmp_path / "broken.py"
+    path.write_text(edit(GOOD.format(name="broken")))
+    workloads.names()  # the reference workloads are registered first
+    with pytest.raises(WorkloadError) as e:
+        workloads.load_file(path)
+    assert str(path) in str(e.value) and message in str(e.value)
