@@ -35,25 +35,29 @@ def test_skipped_cells_keep_their_reason(h200):
     row = summary[(summary.workload == "lstm") & (summary.variant == "dali")]
     assert row.status.tolist() == ["skipped"] and "DALI decodes images" in row.reason.iloc[0]
     cells = pd.read_csv(out / "cells.csv")
-    assert len(cells) == len(H200) + 1 and set(cells.status) == {"ok", "skipped"}
+    assert len(cells) == len(H200) + 1 and set(cells.status) == {"ok", "failed", "skipped"}
+
+
+def test_a_failed_cell_is_data_not_a_number(h200):
+    summary, _ = h200
+    rows = summary[(summary.workload == "transformer_lm") & (summary.variant == "optimized")]
+    assert rows.status.tolist() == ["failed"] and "non-finite loss" in rows.reason.iloc[0]
+    assert rows["median"].isna().all()
 
 
 def test_speedup_and_loss_check_against_the_baseline(tmp_path):
     data = Path(__file__).parent / "data" / "h200-timing"
-    base = json.loads((data / "lstm--cudnn-benchmark.json").read_text())  # fp32, stands in as baseline
-    base["keys"]["variant"] = "baseline"
-    fast = json.loads((data / "lstm--amp.json").read_text())
-    failed = {"keys": {**fast["keys"], "variant": "tf32"}, "status": "failed", "reason": "out of memory"}
-    paths = []
-    for i, record in enumerate((base, fast, failed)):
-        paths.append(tmp_path / f"{i}.json")
-        paths[-1].write_text(json.dumps(record))
+    paths = [data / "resnet50--baseline.json", data / "resnet50--optimized.json", data / "resnet50--workers.json"]
     summary = aggregate.main(paths, [], tmp_path / "out")
     value = summary.set_index(["variant", "metric"])["median"]
-    assert value["amp", "speedup"] == pytest.approx(value["amp", "throughput"] / value["baseline", "throughput"])
-    assert value["amp", "speedup"] > 2 and value["baseline", "speedup"] == 1.0
-    assert abs(value["amp", "loss_vs_baseline"]) < aggregate.LOSS_TOLERANCE
-    assert summary[summary.variant == "tf32"][["status", "reason"]].values.tolist() == [["failed", "out of memory"]]
+    for variant in ("optimized", "workers"):
+        ratio = value[variant, "throughput"] / value["baseline", "throughput"]
+        assert value[variant, "speedup"] == pytest.approx(ratio) and ratio > 1
+    assert value["baseline", "speedup"] == 1.0 and value["baseline", "loss_vs_baseline"] == 0.0
+    loss = value["optimized", "final_loss"] / value["baseline", "final_loss"] - 1
+    assert value["optimized", "loss_vs_baseline"] == pytest.approx(100 * loss)
+    flagged = {v for v in ("optimized", "workers") if abs(value[v, "loss_vs_baseline"]) > aggregate.LOSS_TOLERANCE}
+    assert set(aggregate.loss_flags(summary).variant) == flagged
 
 
 def test_unreadable_record_names_the_file(tmp_path):

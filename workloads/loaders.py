@@ -10,8 +10,6 @@ from typing import Iterator
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
-from torchvision import datasets
-from torchvision.transforms import v2
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 DALI_QUEUE_DEPTH = 2  # batches a DALI pipeline prepares ahead
@@ -19,6 +17,7 @@ DALI_QUEUE_DEPTH = 2  # batches a DALI pipeline prepares ahead
 
 def image_transform(size: int):
     """The ImageNet training transform: RandomResizedCrop, flip, to float, normalize."""
+    from torchvision.transforms import v2
     return v2.Compose([v2.RandomResizedCrop(size, antialias=True), v2.RandomHorizontalFlip(),
                        v2.PILToTensor(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
 

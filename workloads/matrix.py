@@ -21,8 +21,9 @@ def resolve(config: dict) -> dict:
         config["machine"] = env.machine_slug()
     config["cuda"] = cuda
     known = {"workloads": workloads.names(), "variants": variants.names(config), "profilers": list(OBSERVERS)}
+    every = {**known, "variants": config["presets"][config["preset"]].get("variants", known["variants"])}
     for key, names in known.items():
-        chosen = names if config[key] == "all" else list(config[key])
+        chosen = every[key] if config[key] == "all" else list(config[key])
         unknown = [n for n in chosen if n not in names]
         if unknown:
             raise ConfigError(f"unknown {key[:-1]} {', '.join(map(repr, unknown))}; known: {', '.join(names)}")

@@ -1,6 +1,4 @@
 """ResNet-50 (torchvision) on JPEG images: the articles' main case."""
-import torchvision
-
 from workloads.base import VisionWorkload, register
 
 
@@ -14,4 +12,5 @@ class ResNet50(VisionWorkload):
     }
 
     def build_model(self):
+        import torchvision  # imported here: a process that trains another workload never pays for it
         return torchvision.models.resnet50(num_classes=self.params["num_classes"])

@@ -1,6 +1,4 @@
 """ViT-B/16 (torchvision) on JPEG images: the article's DataLoader-bound transformer."""
-import torchvision
-
 from workloads.base import VisionWorkload, register
 
 
@@ -13,5 +11,6 @@ class ViTB16(VisionWorkload):
     }
 
     def build_model(self):
+        import torchvision
         return torchvision.models.vit_b_16(image_size=self.params["image_size"],
                                            num_classes=self.params["num_classes"])
