@@ -54,8 +54,9 @@ def summarize(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def derived(summary: pd.DataFrame) -> pd.DataFrame:
-    """Speedup and the loss check, each against the same workload's baseline."""
-    out = []
+    """Speedup and the loss check, each against the same workload's baseline; and each profiler's
+    overhead: how much slower the same cell ran under it than under `timing`."""
+    out = overheads(summary)
     for metric, name, unit in (("throughput", "speedup", "x"), ("final_loss", "loss_vs_baseline", "%")):
         rows = summary[summary["metric"] == metric]
         base = rows[rows["variant"] == "baseline"].set_index(["workload", "profiler"])
@@ -71,6 +72,18 @@ def derived(summary: pd.DataFrame) -> pd.DataFrame:
             out.append({**{k: r[k] for k in KEYS}, "metric": name, "unit": unit,
                         "median": vals[0], "lo": vals[1], "hi": vals[2], "n": r["n"]})
     return pd.DataFrame(out)
+
+
+def overheads(summary: pd.DataFrame) -> list[dict]:
+    tput = summary[summary["metric"] == "throughput"].set_index(["workload", "variant", "profiler"])
+    out = []
+    for (w, v, p), r in tput.iterrows():
+        if p != "timing" and (w, v, "timing") in tput.index:
+            t = tput.loc[(w, v, "timing")]
+            vals = [100 * (t["median"] / r["median"] - 1), 100 * (t["lo"] / r["hi"] - 1), 100 * (t["hi"] / r["lo"] - 1)]
+            out.append({"workload": w, "variant": v, "profiler": p, "metric": "profiler_overhead", "unit": "%",
+                        "median": vals[0], "lo": vals[1], "hi": vals[2], "n": r["n"]})
+    return out
 
 
 def loss_flags(summary: pd.DataFrame) -> pd.DataFrame:

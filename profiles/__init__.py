@@ -1,1 +1,8 @@
-"""How a run is observed: the environment it ran in, and the profilers around its measured steps."""
+"""How a run is observed: the environment it ran in, and the profilers around its measured steps.
+
+OBSERVERS maps a profiler name (the matrix's `profiler` dimension) to its observer class.
+"""
+from profiles.timing import Timing
+from profiles.torch_profiler import TorchProfiler
+
+OBSERVERS = {"timing": Timing, "torch": TorchProfiler}

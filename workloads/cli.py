@@ -35,7 +35,7 @@ def cmd_run(args) -> int:
                 write_json(args.out, {**cell, "spec": None})
             return 0
         spec = cell["spec"]
-    record = harness.run(spec)
+    record = harness.run(spec, out_dir=Path(args.out).parent if args.out else None)
     if args.out:
         write_json(args.out, record)
     else:

@@ -21,7 +21,7 @@ import torch._dynamo
 
 import workloads
 from profiles import env
-from profiles.timing import OBSERVERS
+from profiles import OBSERVERS
 from workloads import loaders
 from workloads.data import check_dataset
 
@@ -93,8 +93,9 @@ def build(spec: dict, device: torch.device):
 class Trainer:
     """One cell's model, optimizer and input pipeline, with the variant's knobs applied."""
 
-    def __init__(self, spec: dict, device: torch.device | None = None):
+    def __init__(self, spec: dict, device: torch.device | None = None, mark=None):
         self.spec, self.knobs = spec, spec["knobs"]
+        self.mark = mark or (lambda name: nullcontext())  # marks a step's phases for a profiler
         self.device = device or torch.device("cuda" if env.has_cuda() else "cpu")
         set_backends(self.knobs)
         self.workload, self.model = build(spec, self.device)
@@ -113,12 +114,15 @@ class Trainer:
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """One optimization step under the variant's precision; returns the loss (on the device)."""
-        with torch.autocast(self.device.type, dtype=self.dtype) if self.dtype else nullcontext():
+        autocast = torch.autocast(self.device.type, dtype=self.dtype) if self.dtype else nullcontext()
+        with self.mark("forward"), autocast:
             loss = self.workload.loss(self.forward(x), y)
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        with self.mark("backward"):
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+        with self.mark("optimizer"):
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
         return loss.detach()
 
     def sync_losses(self, i: int) -> None:
@@ -133,7 +137,8 @@ class Trainer:
 
     def timed_step(self, i: int, last: int) -> dict:
         t0 = time.perf_counter()
-        x, y = next(self.batches)
+        with self.mark("input"):
+            x, y = next(self.batches)
         t1 = time.perf_counter()
         self.pending.append(self.step(x, y))
         if (i + 1) % self.knobs["sync_every"] == 0 or i == last:
@@ -158,10 +163,10 @@ class Trainer:
             torch.cuda.synchronize(self.device)
 
 
-def train(spec: dict, log) -> dict:
-    t = Trainer(spec)
-    cuda = t.device.type == "cuda"
-    observer = OBSERVERS[spec["profiler"]](cuda)
+def train(spec: dict, log, out_dir: Path) -> dict:
+    cuda = env.has_cuda()
+    observer = OBSERVERS[spec["profiler"]](spec, cuda, out_dir)
+    t = Trainer(spec, mark=observer.phase)
     warmup, measured = spec["warmup_steps"], spec["measured_steps"]
     last, bs = warmup + measured - 1, t.workload.params["batch_size"]
     t_start = time.perf_counter()
@@ -221,14 +226,16 @@ def summarize(workload, spec, steps, warm, elapsed, warmup_s, observer, device) 
     return {"metrics": rows, "steps": steps, "warmup_steps": warm, "params": workload.params}
 
 
-def run(spec: dict, log=None) -> dict:
-    """Run one cell; never raises for a failure of the cell itself: it is recorded."""
+def run(spec: dict, log=None, out_dir: str | Path | None = None) -> dict:
+    """Run one cell; never raises for a failure of the cell itself: it is recorded. A profiler
+    writes its raw output (a trace) into out_dir, beside the record."""
     tag = f"[{spec['workload']}/{spec['variant']}/{spec['profiler']} rep{spec['rep']}]"
     log = log or (lambda msg: print(f"{tag} {msg}", file=sys.stderr, flush=True))
     record = {"keys": {k: spec[k] for k in ("workload", "variant", "profiler", "rep")},
               "spec": spec, "env": env.fingerprint(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     try:
-        record.update(status="ok", reason=None, **train(spec, log))
+        out = Path(out_dir) if out_dir else Path.cwd() / "runs" / "adhoc" / spec["workload"] / spec["variant"]
+        record.update(status="ok", reason=None, **train(spec, log, out))
     except torch.cuda.OutOfMemoryError:
         record.update(status="failed", reason=f"out of memory (batch_size={spec['params']['batch_size']})")
     except NonFiniteLoss as e:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import workloads
 from profiles import env
-from profiles.timing import OBSERVERS
+from profiles import OBSERVERS
 from workloads import variants
 from workloads.config import ConfigError, digest
 from workloads.variants import Machine

@@ -1,0 +1,61 @@
+"""The torch profiler observes a real CPU run end to end: trace written, phases and steps parsed,
+its overhead against the unprofiled run derived; a broken trace is an error naming the file."""
+import gzip
+import json
+
+import pytest
+
+from analysis import aggregate
+from profiles import kineto
+from tests.conftest import spec_of
+from workloads import harness
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory, datasets):
+    from workloads import config, matrix
+    cfg = config.load(overrides={"preset": "cpu", "data_root": str(datasets), "profilers": ["timing", "torch"]})
+    cfg["presets"]["cpu"].update(warmup_steps=1, measured_steps=4)
+    cfg = matrix.resolve(cfg)
+    out = tmp_path_factory.mktemp("runs")
+    records = {}
+    for profiler in ("timing", "torch"):
+        spec = matrix.cell(cfg, "lstm", "baseline", profiler)["spec"]
+        (out / profiler).mkdir()
+        records[profiler] = harness.run(spec, out_dir=out / profiler)
+        (out / profiler / "metrics.json").write_text(json.dumps(records[profiler], default=str))
+    return records, out
+
+
+def test_profiled_run_writes_a_trace_and_its_metrics(profiled):
+    records, out = profiled
+    record = records["torch"]
+    assert record["status"] == "ok", record["reason"]
+    assert (out / "torch" / "trace.json.gz").stat().st_size > 1000
+    m = {r["metric"]: r["value"] for r in record["metrics"]}
+    assert m["profiled_steps"] == 2  # 4 measured - 1 wait - 1 warm-up
+    assert m["phase_forward"] > 0 and m["phase_backward"] > 0 and m["phase_input"] > 0
+    assert m["phase_forward"] + m["phase_backward"] + m["phase_optimizer"] + m["phase_input"] <= m["profiled_step_time"] * 1.05
+    assert "kernels_per_step" not in m  # no GPU, no kernels: nothing invented
+
+
+def test_overhead_is_derived_against_the_timing_run(profiled, tmp_path):
+    _, out = profiled
+    summary = aggregate.main([out / "timing" / "metrics.json", out / "torch" / "metrics.json"], [], tmp_path)
+    row = summary[summary.metric == "profiler_overhead"]
+    assert row.profiler.tolist() == ["torch"] and row.unit.tolist() == ["%"]
+
+
+def test_truncated_trace_names_the_file(profiled, tmp_path):
+    _, out = profiled
+    data = gzip.open(out / "torch" / "trace.json.gz", "rb").read()
+    cut = tmp_path / "trace.json"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=f"{cut}: not a readable torch.profiler trace"):
+        kineto.metrics(cut)
+
+
+def test_union_of_overlapping_intervals():
+    import pandas as pd
+    df = pd.DataFrame({"ts": [0.0, 5.0, 20.0, 21.0], "dur": [10.0, 10.0, 2.0, 0.5]})
+    assert kineto.union_us(df) == 15.0 + 2.0
