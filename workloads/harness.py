@@ -53,7 +53,8 @@ def input_batches(workload, spec: dict, device: torch.device):
     else:
         if workload.data == "images":
             from torchvision import datasets
-            dataset = datasets.ImageFolder(spec["data"], transform=loaders.image_transform(p["image_size"]))
+            dataset = datasets.ImageFolder(spec["data"], transform=loaders.image_transform(p["image_size"]),
+                                           loader=loaders.load_rgb)
         else:
             dataset = loaders.TokenWindows(spec["data"], p["seq_len"])
         source = loaders.torch_loader(dataset, p["batch_size"], steps, knobs, spec["seed"])
@@ -226,6 +227,20 @@ def summarize(workload, spec, steps, warm, elapsed, warmup_s, observer, device) 
     return {"metrics": rows, "steps": steps, "warmup_steps": warm, "params": workload.params}
 
 
+def failure_reason(e: Exception, spec: dict) -> str:
+    """One line saying why a cell failed: out of memory (GPU or host) with the batch size, a
+    non-finite loss, or the error's own last line (a DataLoader worker's error is wrapped:
+    its last line is the original one)."""
+    text = str(e)
+    if isinstance(e, torch.cuda.OutOfMemoryError) or "can't allocate memory" in text:
+        return f"out of memory (batch_size={spec['params']['batch_size']})"
+    if isinstance(e, NonFiniteLoss):
+        return f"non-finite loss: {e}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    last = lines[-1] if lines and "DataLoader worker" in lines[0] else (lines[0] if lines else "")
+    return f"{type(e).__name__}: {last}"[:300]
+
+
 def run(spec: dict, log=None, out_dir: str | Path | None = None) -> dict:
     """Run one cell; never raises for a failure of the cell itself: it is recorded. A profiler
     writes its raw output (a trace) into out_dir, beside the record."""
@@ -236,12 +251,8 @@ def run(spec: dict, log=None, out_dir: str | Path | None = None) -> dict:
     try:
         out = Path(out_dir) if out_dir else Path.cwd() / "runs" / "adhoc" / spec["workload"] / spec["variant"]
         record.update(status="ok", reason=None, **train(spec, log, out))
-    except torch.cuda.OutOfMemoryError:
-        record.update(status="failed", reason=f"out of memory (batch_size={spec['params']['batch_size']})")
-    except NonFiniteLoss as e:
-        record.update(status="failed", reason=f"non-finite loss: {e}")
     except Exception as e:  # the cell failed; the matrix goes on
         traceback.print_exc()
-        record.update(status="failed", reason=f"{type(e).__name__}: {e}".splitlines()[0][:300])
+        record.update(status="failed", reason=failure_reason(e, spec))
     log(f"{record['status']}" + (f": {record['reason']}" if record["reason"] else ""))
     return record

@@ -22,6 +22,16 @@ def image_transform(size: int):
                        v2.PILToTensor(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
 
 
+def load_rgb(path: str):
+    """Decode one image file; a file that does not decode fails the run with its name."""
+    from PIL import Image
+    try:
+        with Image.open(path) as img:
+            return img.convert("RGB")
+    except OSError as e:
+        raise ValueError(f"corrupt image {path}: {e}") from e
+
+
 class TokenWindows(Dataset):
     """Non-overlapping windows of seq_len + 1 tokens from a .npy stream: (input, next tokens)."""
 

@@ -1,0 +1,65 @@
+"""Faults end in a clear record for their cell, never in a crash of the matrix or a half-written
+result: out of memory, a corrupt JPEG, a run killed mid-way."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import spec_of
+from workloads import harness
+
+OOM = """
+import json, resource, sys
+from workloads import harness
+spec = json.loads(sys.argv[1])
+vm = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize"))
+cap = vm + 768 * 2**20  # room to build the model, not to train a big batch
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+print(json.dumps({k: v for k, v in harness.run(spec).items() if k in ("status", "reason")}))
+"""
+
+
+def test_out_of_memory_is_recorded_with_the_batch_size(cpu_config):
+    spec = spec_of(cpu_config, "resnet50", "baseline")
+    spec["params"]["batch_size"] = 48
+    spec["params"]["image_size"] = 224
+    out = subprocess.run([sys.executable, "-c", OOM, json.dumps(spec)], capture_output=True, text=True, timeout=600)
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    assert record == {"status": "failed", "reason": "out of memory (batch_size=48)"}
+
+
+@pytest.mark.parametrize("variant", ["baseline", "workers"])
+def test_corrupt_jpeg_fails_the_cell_naming_the_file(cpu_config, datasets, tmp_path, variant):
+    images = tmp_path / "images"
+    shutil.copytree(datasets / "cpu" / "images", images)
+    victim = sorted(images.glob("class_000/*.jpg"))[0]
+    victim.write_bytes(victim.read_bytes()[:200])  # a truncated download
+    # the sampler draws more samples than the 16 files hold, so every file is read
+    spec = spec_of(cpu_config, "resnet50", variant)
+    spec["data"] = str(images)
+    record = harness.run(spec)
+    assert record["status"] == "failed"
+    assert f"corrupt image {victim}" in record["reason"]
+
+
+def test_a_killed_run_leaves_no_result_and_the_next_run_writes_one(cpu_config, tmp_path):
+    spec = spec_of(cpu_config, "lstm", "baseline")
+    spec["measured_steps"] = 200
+    out = tmp_path / "metrics.json"
+    cmd = [sys.executable, "-m", "workloads.cli", "run", "--spec", json.dumps(spec), "--out", str(out)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:  # kill it in the middle of its measured steps
+        if "step " in line and "/200" in line:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert not out.exists() and not list(tmp_path.iterdir())
+    spec["measured_steps"] = 2
+    cmd[cmd.index("--spec") + 1] = json.dumps(spec)
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    assert json.loads(out.read_text())["status"] == "ok"
