@@ -27,6 +27,16 @@ def runs_of(rep=None):
     return [run_path(*k) for k in SPECS if rep is None or k[3] == rep]
 
 
+def run_inputs(wc):
+    """A run's dataset (time stamp ignored: it is deterministic) and, from repetition 1 on,
+    the previous repetition's completion flag."""
+    spec = SPECS[(wc.workload, wc.variant, wc.profiler, int(wc.rep))]
+    inputs = {"data": ancient(spec["data"])}
+    if int(wc.rep) > 0:
+        inputs["previous"] = f"runs/{MACHINE}/rep{int(wc.rep) - 1}.done"
+    return inputs
+
+
 wildcard_constraints:
     workload="[^/]+",
     variant="[^/]+",

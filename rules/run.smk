@@ -6,17 +6,9 @@
 # later pipeline on this machine: a graph compiled once is loaded, not compiled, by the next cell.
 
 
-def _run_inputs(wc):
-    spec = SPECS[(wc.workload, wc.variant, wc.profiler, int(wc.rep))]
-    inputs = {"data": ancient(spec["data"])}
-    if int(wc.rep) > 0:
-        inputs["previous"] = f"runs/{MACHINE}/rep{int(wc.rep) - 1}.done"
-    return inputs
-
-
 rule run:
     input:
-        unpack(_run_inputs),
+        unpack(run_inputs),
     output:
         f"runs/{MACHINE}/{{workload}}/{{variant}}/{{profiler}}/rep{{rep}}/metrics.json",
     log:
