@@ -3,6 +3,7 @@ cell of the matrix ends in summary.csv, run or skipped with its reason; a second
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -63,3 +64,20 @@ def test_runs_record_their_environment_and_a_second_call_does_nothing(pipeline):
     assert '"torch"' in record.read_text() and '"git_commit"' in record.read_text()
     again = snakemake(pipeline, "--config", "preset=cpu", "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.slow
+def test_a_second_pipeline_in_the_same_folder_is_refused(pipeline):
+    first = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", "--directory", str(pipeline),
+                              "--config", "preset=cpu", "workloads=[lstm]", "variants=[baseline]",
+                              "profilers=[torch]"], cwd=pipeline, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        locks = pipeline / ".snakemake" / "locks"
+        for _ in range(600):  # wait until the first one holds the folder
+            if locks.exists() and any(locks.iterdir()):
+                break
+            time.sleep(0.1)
+        second = snakemake(pipeline, "--config", "preset=cpu")
+        assert second.returncode != 0 and "cannot be locked" in second.stdout + second.stderr
+    finally:
+        assert first.wait(timeout=600) == 0
