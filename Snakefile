@@ -11,4 +11,4 @@ include: "rules/aggregate.smk"
 
 rule all:
     input:
-        f"results/{MACHINE}/summary.csv",
+        f"results/{MACHINE}/REPORT.md",

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 KEYS = ["workload", "variant", "profiler"]
-LOSS_TOLERANCE = 10.0  # % a variant's final loss may sit above or below the baseline's
+LOSS_TOLERANCE = 10.0  # % a variant's final loss may sit above the baseline's before it is flagged
 
 
 def load_records(paths) -> list[dict]:
@@ -87,9 +87,9 @@ def overheads(summary: pd.DataFrame) -> list[dict]:
 
 
 def loss_flags(summary: pd.DataFrame) -> pd.DataFrame:
-    """Variants whose final loss strays from the baseline's by more than LOSS_TOLERANCE %."""
+    """Variants whose final loss is worse than the baseline's by more than LOSS_TOLERANCE %."""
     rows = summary[summary["metric"] == "loss_vs_baseline"]
-    return rows[rows["median"].abs() > LOSS_TOLERANCE]
+    return rows[rows["median"] > LOSS_TOLERANCE]
 
 
 def main(run_paths, skipped: list[dict], out_dir) -> pd.DataFrame:

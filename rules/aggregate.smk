@@ -17,3 +17,14 @@ rule aggregate:
         "echo {params.skipped:q} > runs/{MACHINE}/skipped.json && "
         "trainperf aggregate {input} --skipped runs/{MACHINE}/skipped.json "
         "--out-dir results/{MACHINE} > {log} 2>&1"
+
+
+rule report:
+    input:
+        rules.aggregate.output,
+    output:
+        f"results/{MACHINE}/REPORT.md",
+    log:
+        f"runs/{MACHINE}/logs/report.log",
+    shell:
+        "trainperf report results/{MACHINE} > {log} 2>&1"

@@ -54,6 +54,9 @@ def test_summary_has_the_documented_columns_and_derived_rows(pipeline):
     speedup = summary[(summary.metric == "speedup") & (summary.variant == "baseline")]
     assert len(speedup) == 3 and (speedup["median"] == 1.0).all()
     assert set(summary[summary.metric == "loss_vs_baseline"].unit) == {"%"}
+    report = (pipeline / "results/cpu/REPORT.md").read_text()
+    assert "CPU preset" in report and "## resnet50" in report and "## Documented claims" in report
+    assert (pipeline / "results/cpu/figures/speedup-resnet50.png").stat().st_size > 5000
     metrics = pd.read_csv(pipeline / "results/cpu/metrics.csv")
     assert set(metrics.metric) >= {"throughput", "step_time", "input_wait_share", "final_loss", "warmup_time"}
 

@@ -77,6 +77,12 @@ def cmd_new(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from analysis import report
+    print(report.render(args.results))
+    return 0
+
+
 def cmd_env(args) -> int:
     from profiles import env
     print(json.dumps({"machine": env.machine_slug(), **env.fingerprint()}, indent=1))
@@ -118,6 +124,9 @@ def parser() -> argparse.ArgumentParser:
     n.add_argument("--kind", choices=["vision", "sequence"], required=True)
     n.add_argument("--root", default=".", help="the project's root (default: here)")
     n.set_defaults(func=cmd_new)
+    rp = sub.add_parser("report", help="results/<machine>/ tables -> REPORT.md with figures")
+    rp.add_argument("results", help="the results folder, e.g. results/h200")
+    rp.set_defaults(func=cmd_report)
     e = sub.add_parser("env", help="print this machine's environment fingerprint")
     e.set_defaults(func=cmd_env)
     return p
