@@ -41,3 +41,16 @@ def test_bad_preset_value_names_the_nested_key():
 def test_unknown_names_list_the_known_ones(key, value, pattern):
     with pytest.raises(ConfigError, match=pattern):
         matrix.resolve(_load(**{key: value}))
+
+
+def test_missing_or_empty_real_dataset_stops_the_pipeline_before_any_run(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    root = Path(__file__).resolve().parent.parent
+    for path, message in ((tmp_path / "nope", "does not exist"), (empty, "holds no .jpg files")):
+        out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config",
+                              f"datasets={{resnet50: {path}}}"], cwd=root, capture_output=True, text=True, timeout=300)
+        assert out.returncode != 0 and f"trainperf: dataset {path} {message}" in out.stdout + out.stderr
