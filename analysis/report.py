@@ -41,7 +41,7 @@ def variants_table(summary: pd.DataFrame, workload: str, names: list[str]) -> st
     rows = [{"variant": v, f"throughput ({unit.iloc[0] if len(unit) else ''})": cell(summary, workload, v, "throughput"),
              "speedup (x)": cell(summary, workload, v, "speedup"), "step (ms)": cell(summary, workload, v, "step_time"),
              "input wait (%)": cell(summary, workload, v, "input_wait_share"),
-             "peak memory (GiB)": cell(summary, workload, v, "peak_memory"),
+             "peak memory (GiB)": cell(summary, workload, v, "peak_memory") or cell(summary, workload, v, "peak_host_memory"),
              "loss vs baseline (%)": cell(summary, workload, v, "loss_vs_baseline") + (" **check**" if v in flags else "")}
             for v in names if cell(summary, workload, v, "throughput")]
     return table(pd.DataFrame(rows)) if rows else "(no variant ran)\n"
