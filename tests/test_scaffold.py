@@ -31,10 +31,14 @@ def test_scaffolded_workload_registers_trains_and_passes_its_test(tmp_path, cpu_
     assert record["status"] == "ok", record["reason"]
 
 
-def test_scaffold_refuses_to_overwrite(tmp_path):
+def test_scaffold_refuses_to_overwrite_or_shadow(tmp_path):
     scaffold.new("mine", "vision", tmp_path)
     with pytest.raises(FileExistsError, match="mine.py exists"):
         scaffold.new("mine", "vision", tmp_path)
+    with pytest.raises(ValueError, match="'harness' is the name of a module of the harness"):
+        scaffold.new("harness", "vision", tmp_path)
+    with pytest.raises(ValueError, match="use lower case letters"):
+        scaffold.new("My-Model", "vision", tmp_path)
 
 
 GOOD = """

@@ -82,8 +82,11 @@ KINDS = {
 
 def new(name: str, kind: str, root: str | Path = ".") -> list[Path]:
     """Write workloads/<name>.py and tests/test_workload_<name>.py under root; refuse to overwrite."""
+    from workloads import _SHARED
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name):
         raise ValueError(f"workload name {name!r}: use lower case letters, digits and _ (a Python module name)")
+    if name in _SHARED:
+        raise ValueError(f"workload name {name!r} is the name of a module of the harness; choose another")
     template, extra, x, shape = KINDS[kind]
     cls = "".join(part.capitalize() for part in name.split("_"))
     root = Path(root)
