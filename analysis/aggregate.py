@@ -6,8 +6,9 @@ summary.csv  one row per workload x variant x profiler x metric: median over rep
              spread lo..hi (min..max over repetitions), n (repetitions that ran); a cell with no
              successful repetition has one row with its status and reason instead.
 env.json     the environment(s) the runs recorded
-Derived: `loss_vs_baseline` (%): a variant's final loss against the baseline's, the check that an
-optimization still trains; `speedup` (x): median throughput over the baseline's.
+Derived: `loss_vs_baseline` (%): a variant's loss against the baseline's at the same training steps
+(the mean over the last LOSS_STEPS steps both ran, per repetition), the check that an optimization
+still trains; `speedup` (x): median throughput over the baseline's.
 """
 from __future__ import annotations
 
@@ -17,16 +18,19 @@ from pathlib import Path
 import pandas as pd
 
 KEYS = ["workload", "variant", "profiler"]
-LOSS_TOLERANCE = 10.0  # % a variant's final loss may sit above the baseline's before it is flagged
+LOSS_TOLERANCE = 10.0  # % a variant's loss may sit above the baseline's before it is flagged
+LOSS_STEPS = 3  # common steps the loss check averages over
 
 
 def load_records(paths) -> list[dict]:
+    """Run records, from their files or from a sweep's list of them ({'records': [paths]})."""
     records = []
     for path in paths:
         try:
-            records.append(json.loads(Path(path).read_text()))
+            obj = json.loads(Path(path).read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise ValueError(f"unreadable run record {path}: {e}") from e
+        records += load_records(obj["records"]) if "records" in obj else [obj]
     return records
 
 
@@ -42,6 +46,31 @@ def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return metrics, pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "reason"])
 
 
+def step_losses(records: list[dict]) -> pd.DataFrame:
+    """Every recorded loss of every successful run: keys, step index, loss."""
+    rows = [{**r["keys"], "step": s["step"], "loss": s["loss"]} for r in records if r["status"] == "ok"
+            for s in r.get("warmup_steps", []) + r.get("steps", []) if s.get("loss") is not None]
+    return pd.DataFrame(rows, columns=[*KEYS, "rep", "step", "loss"])
+
+
+def loss_check(losses: pd.DataFrame) -> pd.DataFrame:
+    """loss_vs_baseline (%) per run: the run's mean loss over the last LOSS_STEPS steps it shares
+    with the baseline run of the same workload, profiler and repetition, against the baseline's.
+    Cells stop at different steps (a slow cell measures fewer), so only common steps compare."""
+    out = []
+    base = losses[losses.variant == "baseline"].set_index(["workload", "profiler", "rep", "step"]).loss
+    for (w, v, p, r), g in losses.groupby([*KEYS, "rep"], sort=False):
+        if (w, p, r) not in base.droplevel("step").index:
+            continue
+        b = base.loc[(w, p, r)]
+        common = sorted(set(g.step) & set(b.index))[-LOSS_STEPS:]
+        if common:
+            mine, ref = g.set_index("step").loss.loc[common].mean(), b.loc[common].mean()
+            out.append({"workload": w, "variant": v, "profiler": p, "rep": r, "metric": "loss_vs_baseline",
+                        "value": 100 * (mine - ref) / ref, "unit": "%"})
+    return pd.DataFrame(out, columns=[*KEYS, "rep", "metric", "value", "unit"])
+
+
 def summarize(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     g = metrics.groupby([*KEYS, "metric", "unit"], sort=False)["value"]
     summary = g.agg(median="median", lo="min", hi="max", n="count").reset_index()
@@ -54,23 +83,17 @@ def summarize(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def derived(summary: pd.DataFrame) -> pd.DataFrame:
-    """Speedup and the loss check, each against the same workload's baseline; and each profiler's
-    overhead: how much slower the same cell ran under it than under `timing`."""
+    """Speedup against the same workload's baseline (lo..hi: the extremes of the ratio), and each
+    profiler's overhead: how much slower the same cell ran under it than under `timing`."""
     out = overheads(summary)
-    for metric, name, unit in (("throughput", "speedup", "x"), ("final_loss", "loss_vs_baseline", "%")):
-        rows = summary[summary["metric"] == metric]
-        base = rows[rows["variant"] == "baseline"].set_index(["workload", "profiler"])
-        for _, r in rows.iterrows():
-            key = (r["workload"], r["profiler"])
-            if key not in base.index:
-                continue
+    rows = summary[summary["metric"] == "throughput"]
+    base = rows[rows["variant"] == "baseline"].set_index(["workload", "profiler"])
+    for _, r in rows.iterrows():
+        key = (r["workload"], r["profiler"])
+        if key in base.index:
             b = base.loc[key]
-            if name == "speedup":
-                vals = (r["median"] / b["median"], r["lo"] / b["hi"], r["hi"] / b["lo"])
-            else:
-                vals = tuple(100 * (r[c] - b["median"]) / b["median"] for c in ("median", "lo", "hi"))
-            out.append({**{k: r[k] for k in KEYS}, "metric": name, "unit": unit,
-                        "median": vals[0], "lo": vals[1], "hi": vals[2], "n": r["n"]})
+            out.append({**{k: r[k] for k in KEYS}, "metric": "speedup", "unit": "x", "median": r["median"] / b["median"],
+                        "lo": r["lo"] / b["hi"], "hi": r["hi"] / b["lo"], "n": r["n"]})
     return pd.DataFrame(out)
 
 
@@ -98,6 +121,7 @@ def main(run_paths, skipped: list[dict], out_dir) -> pd.DataFrame:
     records = load_records(run_paths)
     records += [{"keys": c["keys"], "status": "skipped", "reason": c["reason"]} for c in skipped]
     metrics, cells = tidy(records)
+    metrics = pd.concat([metrics, loss_check(step_losses(records))], ignore_index=True)
     summary = summarize(metrics, cells)
     metrics.to_csv(out / "metrics.csv", index=False)
     cells.sort_values([*KEYS, "rep"]).to_csv(out / "cells.csv", index=False)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from profiles import timeline
+
 PHASES = ("input", "forward", "backward", "optimizer")
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 
@@ -39,12 +41,7 @@ def window(df: pd.DataFrame) -> tuple[float, float, int]:
 
 def union_us(intervals: pd.DataFrame) -> float:
     """Total length of the union of [ts, ts + dur) intervals."""
-    total, end = 0.0, float("-inf")
-    for ts, dur in sorted(zip(intervals.ts, intervals.dur)):
-        if ts + dur > end:
-            total += ts + dur - max(ts, end)
-            end = ts + dur
-    return total
+    return timeline.union(intervals.ts, intervals.ts + intervals.dur)
 
 
 def phase_times(df: pd.DataFrame, steps: int) -> dict[str, float]:
@@ -63,10 +60,14 @@ def gpu_breakdown(df: pd.DataFrame, start: float, end: float) -> dict[str, float
             "busy": 100 * busy / span, "idle": 100 * (span - busy) / span}
 
 
-def top_kernels(df: pd.DataFrame, n: int = 10) -> pd.DataFrame:
-    k = df[df.cat == "kernel"]
-    g = k.groupby("name").dur.agg(total_us="sum", calls="count", mean_us="mean")
-    return g.sort_values("total_us", ascending=False).head(n).reset_index()
+def top_kernels(df: pd.DataFrame, n: int = 10) -> list[dict]:
+    """The n kernels with the most GPU time over the profiled steps."""
+    start, end, steps = window(df)
+    k = df[(df.cat == "kernel") & (df.ts >= start) & (df.ts < end)]
+    busy = union_us(df[df.cat.isin(GPU_CATS) & (df.ts >= start) & (df.ts < end)]) or 1.0
+    g = k.groupby("name").dur.agg(total="sum", calls="count", mean="mean").sort_values("total", ascending=False)
+    return [{"name": name, "ms_per_step": r.total / 1e3 / steps, "calls_per_step": r.calls / steps,
+             "mean_us": r.mean, "share_of_busy": 100 * r.total / busy} for name, r in g.head(n).iterrows()]
 
 
 def metrics(path: str | Path) -> list[dict]:

@@ -48,6 +48,12 @@ class Timing:
     `phase(name)` marks a part of a step (input, forward, backward, optimizer), `metrics()` reads
     what was observed. Timing marks nothing: it is the unprofiled reference."""
     name = "timing"
+    wraps_process = False
+    time_bounded = True  # a slow cell may stop measuring early (see harness.Budget)
+
+    @classmethod
+    def unavailable(cls, config: dict, cuda: bool) -> str | None:
+        return None
 
     def __init__(self, spec: dict, cuda: bool, out_dir: Path):
         self.sampler = UtilizationSampler() if cuda else None

@@ -12,6 +12,12 @@ from profiles import kineto
 
 class TorchProfiler:
     name = "torch"
+    wraps_process = False
+    time_bounded = False  # the schedule traces every measured step
+
+    @classmethod
+    def unavailable(cls, config: dict, cuda: bool) -> str | None:
+        return None
     WAIT, WARMUP = 1, 1  # profiler schedule: steps skipped, then traced but dropped, then recorded
 
     def __init__(self, spec: dict, cuda: bool, out_dir: Path):
@@ -41,3 +47,6 @@ class TorchProfiler:
 
     def metrics(self) -> list[dict]:
         return kineto.metrics(self.trace)
+
+    def tables(self) -> dict:
+        return {"kernels": kineto.top_kernels(kineto.load(self.trace))}

@@ -3,7 +3,7 @@
 
 rule aggregate:
     input:
-        runs_of(),
+        sweeps_of(),
     output:
         metrics=f"results/{MACHINE}/metrics.csv",
         cells=f"results/{MACHINE}/cells.csv",
@@ -22,9 +22,25 @@ rule aggregate:
 rule report:
     input:
         rules.aggregate.output,
+        f"results/{MACHINE}/limits.json",
     output:
         f"results/{MACHINE}/REPORT.md",
     log:
         f"runs/{MACHINE}/logs/report.log",
     shell:
         "trainperf report results/{MACHINE} > {log} 2>&1"
+
+
+rule limits:
+    input:
+        [ancient(p) for p in sorted({specs[0][0]["data"] for specs in SWEEPS.values()})],
+    output:
+        f"results/{MACHINE}/limits.json",
+    params:
+        specs=json.dumps({k[0]: v[0][0] for k, v in SWEEPS.items()}),
+    log:
+        f"runs/{MACHINE}/logs/limits.log",
+    resources:
+        gpu=GPU,
+    shell:
+        "trainperf limits --specs {params.specs:q} --out {output} > {log} 2>&1"

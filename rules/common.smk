@@ -13,32 +13,49 @@ except (cfg.ConfigError, KeyError, FileNotFoundError) as _e:
     raise WorkflowError(f"trainperf: {_e.args[0] if _e.args else _e}")
 
 MACHINE, PRESET = R["machine"], R["preset"]
+REPS = R["presets"][PRESET]["repetitions"]
 CELLS = matrix.cells(R)
-SPECS = {tuple(c["keys"].values()): c["spec"] for c in CELLS if c["status"] == "run"}
 SKIPPED = [c for c in CELLS if c["status"] == "skipped"]
 GPU = 1 if R["cuda"] else 0
 
+# A sweep: the cells of one workload x profiler x repetition, run by one process (workloads/sweep.py).
+SWEEPS = {}
+for _c in CELLS:
+    if _c["status"] == "run":
+        _k = _c["keys"]
+        SWEEPS.setdefault((_k["workload"], _k["profiler"], _k["rep"]), []).append(
+            (_c["spec"], matrix.record_path(R, **_k)))
 
-def run_path(workload, variant, profiler, rep):
-    return f"runs/{MACHINE}/{workload}/{variant}/{profiler}/rep{rep}/metrics.json"
+
+for (_w, _p, _r), _jobs in SWEEPS.items():  # each repetition starts the sweep at another variant,
+    _n = _r % len(_jobs)                    # so that no variant always runs first in its process
+    SWEEPS[(_w, _p, _r)] = _jobs[_n:] + _jobs[:_n]
 
 
-def runs_of(rep=None):
-    return [run_path(*k) for k in SPECS if rep is None or k[3] == rep]
+def sweep_path(workload, profiler, rep):
+    return f"runs/{MACHINE}/sweeps/{workload}.{profiler}.rep{rep}.json"
 
 
-def run_inputs(wc):
-    """A run's dataset (time stamp ignored: it is deterministic) and, from repetition 1 on,
-    the previous repetition's completion flag."""
-    spec = SPECS[(wc.workload, wc.variant, wc.profiler, int(wc.rep))]
-    inputs = {"data": ancient(spec["data"])}
-    if int(wc.rep) > 0:
-        inputs["previous"] = f"runs/{MACHINE}/rep{int(wc.rep) - 1}.done"
+def sweeps_of(profiler=None, rep=None):
+    return [sweep_path(*k) for k in SWEEPS if (profiler is None or k[1] == profiler) and (rep is None or k[2] == rep)]
+
+
+def sweep_inputs(wc):
+    """A sweep's dataset (time stamp ignored: it is deterministic); repetition r of the timing
+    matrix waits for repetition r-1, the profilers for the whole timing matrix, and ncu for the
+    nsys timelines it takes its kernels from."""
+    rep = int(wc.rep)
+    inputs = {"data": ancient(SWEEPS[(wc.workload, wc.profiler, rep)][0][0]["data"])}
+    if wc.profiler == "timing" and rep > 0:
+        inputs["previous"] = f"runs/{MACHINE}/rep{rep - 1}.done"
+    elif wc.profiler != "timing" and "timing" in R["profilers"]:
+        inputs["timing"] = f"runs/{MACHINE}/rep{REPS - 1}.done"
+    if wc.profiler == "ncu" and (wc.workload, "nsys", rep) in SWEEPS:
+        inputs["nsys"] = sweep_path(wc.workload, "nsys", rep)
     return inputs
 
 
 wildcard_constraints:
-    workload="[^/]+",
-    variant="[^/]+",
-    profiler="[^/]+",
+    workload="[^/.]+",
+    profiler="[^/.]+",
     rep=r"\d+",

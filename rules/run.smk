@@ -1,29 +1,30 @@
-# One process per cell. Repetition r starts once every cell of repetition r-1 has finished,
-# so each repetition sweeps all variants (variants interleaved, drift spread evenly).
-# The datasets are deterministic from the seed, so a dataset rebuilt on another machine (a newer
-# file) does not invalidate the runs made from it: ancient() ignores its time stamp.
-# torch.compile's caches live in the project (.cache/inductor), shared by every cell and every
-# later pipeline on this machine: a graph compiled once is loaded, not compiled, by the next cell.
+# The cells run in sweeps: one process per workload x profiler x repetition imports once and runs
+# its variants one after another, each in a fresh model (workloads/sweep.py says how failures stay
+# isolated). Repetition r starts once every sweep of repetition r-1 has finished, so each
+# repetition sweeps all variants (drift spread evenly). The datasets are deterministic from the
+# seed, so a dataset rebuilt on another machine does not invalidate the runs: ancient() ignores
+# its time stamp. torch.compile's caches live in the project (.cache/inductor), shared by every
+# cell and every later pipeline on this machine: a graph compiled once is loaded, not compiled.
 
 
-rule run:
+rule sweep:
     input:
-        unpack(run_inputs),
+        unpack(sweep_inputs),
     output:
-        f"runs/{MACHINE}/{{workload}}/{{variant}}/{{profiler}}/rep{{rep}}/metrics.json",
+        f"runs/{MACHINE}/sweeps/{{workload}}.{{profiler}}.rep{{rep}}.json",
     log:
-        f"runs/{MACHINE}/{{workload}}/{{variant}}/{{profiler}}/rep{{rep}}/log.txt",
+        f"runs/{MACHINE}/logs/{{workload}}.{{profiler}}.rep{{rep}}.log",
     params:
-        spec=lambda wc: json.dumps(SPECS[(wc.workload, wc.variant, wc.profiler, int(wc.rep))]),
+        jobs=lambda wc: json.dumps(SWEEPS[(wc.workload, wc.profiler, int(wc.rep))]),
     resources:
         gpu=GPU,
     shell:
-        "TORCHINDUCTOR_CACHE_DIR=$PWD/.cache/inductor trainperf run --spec {params.spec:q} --out {output} "
+        "TORCHINDUCTOR_CACHE_DIR=$PWD/.cache/inductor trainperf sweep --jobs {params.jobs:q} --out {output} "
         "2>&1 | tee {log}"
 
 
 rule repetition_done:
     input:
-        lambda wc: runs_of(int(wc.rep)),
+        lambda wc: sweeps_of("timing", int(wc.rep)),
     output:
         touch(f"runs/{MACHINE}/rep{{rep}}.done"),

@@ -68,6 +68,10 @@ class Workload:
         """Extra throughput unit per sample (tokens for a sequence model), 1 otherwise."""
         return 1
 
+    def example_batch(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """n random samples shaped like a real batch (for counting FLOPs)."""
+        raise NotImplementedError
+
     @classmethod
     def knob_reason(cls, knob: str, value, cuda: bool) -> str | None:
         """Why a knob value does not apply to this workload (on a machine with or without CUDA),
@@ -88,6 +92,10 @@ class VisionWorkload(Workload):
     """
     data = "images"
 
+    def example_batch(self, n):
+        s = self.params["image_size"]
+        return torch.randn(n, 3, s, s), torch.randint(self.params["num_classes"], (n,))
+
 
 class SequenceWorkload(Workload):
     """Next-token prediction over a stream of token ids.
@@ -95,6 +103,10 @@ class SequenceWorkload(Workload):
     params: batch_size, seq_len, vocab (token ids are < vocab).
     """
     data = "tokens"
+
+    def example_batch(self, n):
+        shape = (n, self.params["seq_len"])
+        return torch.randint(self.params["vocab"], shape), torch.randint(self.params["vocab"], shape)
 
     def units_per_sample(self) -> int:
         return int(self.params["seq_len"])

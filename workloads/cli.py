@@ -44,6 +44,24 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from workloads import sweep
+    jobs = [(spec, Path(out)) for spec, out in json.loads(args.jobs)]
+    sweep.sweep(jobs)
+    write_json(args.out, {"records": [str(out) for _, out in jobs]})
+    return 0
+
+
+def cmd_limits(args) -> int:
+    import torch
+    from profiles import env, limits
+    from workloads import harness
+    chosen = {name: harness.workload_of(spec) for name, spec in json.loads(args.specs).items()}
+    device = torch.device("cuda" if env.has_cuda() else "cpu")
+    write_json(args.out, {**limits.measure(chosen, device), "env": env.fingerprint()})
+    return 0
+
+
 def cmd_data(args) -> int:
     from workloads import data
     if args.kind == "images":
@@ -103,6 +121,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--spec", help="a cell spec as JSON (what the Snakefile passes)")
     r.add_argument("--out", help="write the run's record (metrics.json) here")
     r.set_defaults(func=cmd_run)
+    s = sub.add_parser("sweep", help="run several cells in one process (what the Snakefile calls)")
+    s.add_argument("--jobs", required=True, help="JSON list of [spec, record path] pairs")
+    s.add_argument("--out", required=True, help="write the list of records here when all are done")
+    s.set_defaults(func=cmd_sweep)
+    li = sub.add_parser("limits", help="model FLOPs per step and this machine's matmul peaks")
+    li.add_argument("--specs", required=True, help="JSON: workload name -> one of its cell specs")
+    li.add_argument("--out", required=True)
+    li.set_defaults(func=cmd_limits)
     d = sub.add_parser("data", help="generate a dataset")
     d.add_argument("kind", choices=["images", "tokens"])
     d.add_argument("--out", required=True)
@@ -115,7 +141,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--config", default=CONFIG)
     m.set_defaults(func=cmd_matrix)
     a = sub.add_parser("aggregate", help="run records -> metrics.csv, summary.csv, cells.csv")
-    a.add_argument("runs", nargs="+")
+    a.add_argument("runs", nargs="+", help="run records (metrics.json) or sweep lists of them")
     a.add_argument("--skipped", help="JSON file of skipped cells")
     a.add_argument("--out-dir", required=True)
     a.set_defaults(func=cmd_aggregate)

@@ -79,11 +79,17 @@ def data_params(workload_cls, path: str) -> dict:
     return {"vocab": int(np.load(path, mmap_mode="r").max()) + 1}
 
 
-def build(spec: dict, device: torch.device):
+def workload_of(spec: dict):
+    """The cell's workload object, with the sizes its dataset sets (classes, vocabulary)."""
     cls = workloads.get(spec["workload"])
     workload = cls({**spec["params"], **data_params(cls, spec["data"])})
     if cls.data == "tokens":  # the model must cover every token id the data holds
         workload.params["vocab"] = max(spec["params"].get("vocab", 0), workload.params["vocab"])
+    return workload
+
+
+def build(spec: dict, device: torch.device):
+    workload = workload_of(spec)
     torch.manual_seed(spec["seed"])
     model = workload.build_model().to(device)
     if spec["knobs"]["channels_last"]:
@@ -99,6 +105,8 @@ class Trainer:
         self.mark = mark or (lambda name: nullcontext())  # marks a step's phases for a profiler
         self.device = device or torch.device("cuda" if env.has_cuda() else "cpu")
         set_backends(self.knobs)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
         self.workload, self.model = build(spec, self.device)
         lr = self.workload.params.get("lr", 0.01)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
@@ -136,13 +144,14 @@ class Trainer:
         self.losses.update(zip(range(first, i + 1), values))
         self.pending.clear()
 
-    def timed_step(self, i: int, last: int) -> dict:
+    def timed_step(self, i: int, last: bool) -> dict:
+        """Step i; the loss is read (a sync) every sync_every steps and at the last step."""
         t0 = time.perf_counter()
         with self.mark("input"):
             x, y = next(self.batches)
         t1 = time.perf_counter()
         self.pending.append(self.step(x, y))
-        if (i + 1) % self.knobs["sync_every"] == 0 or i == last:
+        if (i + 1) % self.knobs["sync_every"] == 0 or last:
             self.sync_losses(i)
         return {"step": i, "input_s": t1 - t0, "wall_s": time.perf_counter() - t0}
 
@@ -164,32 +173,79 @@ class Trainer:
             torch.cuda.synchronize(self.device)
 
 
+def host_peak_reset() -> None:
+    """Restart the kernel's peak-RSS count for this process (several cells share a process)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def host_peak_gib() -> float:
+    """Peak resident memory of this process since host_peak_reset(), in GiB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+class Budget:
+    """How many steps a phase runs: `steps`, or fewer (at least `floor`) once `seconds` have
+    passed. A slow, input-bound cell thus measures a few seconds instead of minutes; a fast
+    cell runs all its steps. A profiler that traces a fixed schedule takes no time limit."""
+
+    def __init__(self, steps: int, seconds: float | None, floor: int):
+        self.steps, self.seconds, self.floor = steps, seconds, min(floor, steps)
+        self.t0 = time.perf_counter()
+
+    def last(self, k: int) -> bool:
+        """Is step k (0-based) the last one?"""
+        if k + 1 >= self.steps:
+            return True
+        late = self.seconds is not None and time.perf_counter() - self.t0 >= self.seconds
+        return late and k + 1 >= self.floor
+
+
 def train(spec: dict, log, out_dir: Path) -> dict:
     cuda = env.has_cuda()
     observer = OBSERVERS[spec["profiler"]](spec, cuda, out_dir)
+    host_peak_reset()
     t = Trainer(spec, mark=observer.phase)
-    warmup, measured = spec["warmup_steps"], spec["measured_steps"]
-    last, bs = warmup + measured - 1, t.workload.params["batch_size"]
-    t_start = time.perf_counter()
-    warm = [t.timed_step(i, last) for i in range(warmup)]
+    bs = t.workload.params["batch_size"]
+    limit = lambda key: spec.get(key) if observer.time_bounded else None
+    t_start, warm, i = time.perf_counter(), [], 0
+    budget = Budget(spec["warmup_steps"], spec.get("max_warmup_s"), 2)
+    while True:
+        last = budget.last(i)
+        warm.append(t.timed_step(i, last))
+        i += 1
+        if last:
+            break
     t.check_compiled()
     t.synchronize()
     warmup_s = time.perf_counter() - t_start
     drained = t.drain()
-    log(f"warm-up: {warmup} steps in {warmup_s:.1f} s (first step {warm[0]['wall_s']:.2f} s); "
+    log(f"warm-up: {len(warm)} steps in {warmup_s:.1f} s (first step {warm[0]['wall_s']:.2f} s); "
         f"{drained} queued batches drained")
-    steps, events = [], []
+    steps, events, measured = [], [], spec["measured_steps"]
     with observer.window():
-        t0 = time.perf_counter()
-        for i in range(warmup, last + 1):
-            steps.append(t.timed_step(i, last))
+        budget = Budget(measured, limit("max_measure_s"), 3)
+        t0 = budget.t0
+        for k in range(measured):
+            last = budget.last(k)
+            with observer.phase("step"):
+                steps.append(t.timed_step(i + k, last))
             if cuda:
                 events.append(torch.cuda.Event(enable_timing=True))
                 events[-1].record()
             observer.step()
-            k = i - warmup + 1
-            if k % max(1, measured // 5) == 0 or k == measured:
-                log(f"step {k}/{measured}: {k * bs / (time.perf_counter() - t0):.1f} {t.workload.unit}/s")
+            if (k + 1) % max(1, measured // 5) == 0 or last:
+                log(f"step {k + 1}/{measured}: {(k + 1) * bs / (time.perf_counter() - t0):.1f} {t.workload.unit}/s")
+            if last:
+                break
         t.synchronize()
         elapsed = time.perf_counter() - t0
     for s in steps + warm:
@@ -222,9 +278,10 @@ def summarize(workload, spec, steps, warm, elapsed, warmup_s, observer, device) 
         if gpu:
             metrics.append(("gpu_step_time", statistics.median(gpu) * 1e3, "ms"))
     else:
-        metrics.append(("peak_host_memory", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "GiB"))
+        metrics.append(("peak_host_memory", host_peak_gib(), "GiB"))
     rows = [{"metric": m, "value": float(v), "unit": u} for m, v, u in metrics] + observer.metrics()
-    return {"metrics": rows, "steps": steps, "warmup_steps": warm, "params": workload.params}
+    tables = {observer.name: observer.tables()} if hasattr(observer, "tables") else {}
+    return {"metrics": rows, "steps": steps, "warmup_steps": warm, "params": workload.params, **tables}
 
 
 def failure_reason(e: Exception, spec: dict) -> str:

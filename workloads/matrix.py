@@ -28,6 +28,9 @@ def resolve(config: dict) -> dict:
         if unknown:
             raise ConfigError(f"unknown {key[:-1]} {', '.join(map(repr, unknown))}; known: {', '.join(names)}")
         config[key] = chosen
+    unknown = [f for f in config.get("stages", {}).get("fixes", []) if f not in config["fixes"]]
+    if unknown:
+        raise ConfigError(f"stages.fixes: unknown fix {', '.join(map(repr, unknown))}; known: {', '.join(config['fixes'])}")
     return config
 
 
@@ -44,24 +47,58 @@ def params(config: dict, workload: type[workloads.Workload]) -> dict:
     return {**workload.defaults[config["preset"]], **preset.get("workloads", {}).get(workload.name, {})}
 
 
+def record_path(config: dict, workload: str, variant: str, profiler: str, rep: int) -> str:
+    """Where a cell's record (metrics.json) and its raw profiler output live."""
+    return f"runs/{config['machine']}/{workload}/{variant}/{profiler}/rep{rep}/metrics.json"
+
+
+def profiled(config: dict, profiler: str, workload: str, variant: str) -> bool:
+    """Does `profiler` observe this cell? timing observes every cell; the others the workloads
+    and variants the preset's `profile` names for them."""
+    if profiler == "timing":
+        return True
+    chosen = config["presets"][config["preset"]].get("profile", {}).get(profiler, {})
+    return all(chosen.get(k, "all") == "all" or name in chosen.get(k, [])
+               for k, name in (("workloads", workload), ("variants", variant)))
+
+
+def profiler_reason(config: dict, profiler: str, workload: str, variant: str) -> str | None:
+    """Why this profiler cannot observe the cell here, or None."""
+    reason = OBSERVERS[profiler].unavailable(config, config["cuda"])
+    if reason or profiler != "ncu":
+        return reason
+    if "nsys" not in config["profilers"] or not profiled(config, "nsys", workload, variant):
+        return "ncu takes its kernels from the nsys timeline of the same cell: profile the cell with nsys too"
+    nsys = OBSERVERS["nsys"].unavailable(config, config["cuda"])
+    return f"ncu takes its kernels from the cell's nsys timeline: {nsys}" if nsys else None
+
+
 def cell(config: dict, workload_name: str, variant: str, profiler: str = "timing", rep: int = 0) -> dict:
     """One cell of a resolved config: {'keys', 'status': 'run'|'skipped', 'reason', 'spec'}."""
     workload = workloads.get(workload_name)
     keys = {"workload": workload_name, "variant": variant, "profiler": profiler, "rep": rep}
     knobs, reason = variants.resolve(variant, workload, config, Machine(config["preset"], config["cuda"]))
+    reason = reason or profiler_reason(config, profiler, workload_name, variant)
     if reason:
         return {"keys": keys, "status": "skipped", "reason": reason, "spec": None}
     preset = config["presets"][config["preset"]]
+    measured = preset["measured_steps"] if profiler == "timing" else preset.get("profiled_steps", preset["measured_steps"])
     spec = {**keys, "preset": config["preset"], "machine": config["machine"], "knobs": knobs,
             "params": params(config, workload), "data": str(data_path(config, workload)),
-            "warmup_steps": preset["warmup_steps"], "measured_steps": preset["measured_steps"],
-            "seed": config["seed"]}
+            "warmup_steps": preset["warmup_steps"], "measured_steps": measured,
+            "max_warmup_s": preset.get("max_warmup_s"), "max_measure_s": preset.get("max_measure_s"),
+            "seed": config["seed"], "tools": config.get("tools", {})}
+    if profiler == "ncu":
+        spec.update(ncu_kernels=config["ncu_kernels"],
+                    timeline=record_path(config, workload_name, variant, "nsys", rep))
     spec["cell_hash"] = digest({k: v for k, v in spec.items() if k != "rep"})
     return {"keys": keys, "status": "run", "reason": None, "spec": spec}
 
 
 def cells(config: dict) -> list[dict]:
-    """Every cell, repetition-major so that each repetition sweeps all variants (interleaving)."""
+    """Every cell, repetition-major so that each repetition sweeps all variants (interleaving).
+    Profilers other than timing observe one repetition of the cells the preset names."""
     reps = config["presets"][config["preset"]]["repetitions"]
     return [cell(config, w, v, p, r) for r in range(reps) for p in config["profilers"]
-            for w in config["workloads"] for v in config["variants"]]
+            for w in config["workloads"] for v in config["variants"]
+            if (p == "timing" or r == 0) and profiled(config, p, w, v) and variants.in_scope(config, w, v)]

@@ -25,9 +25,25 @@ def fixes(config: dict, preset: str) -> dict[str, dict]:
 
 
 def names(config: dict) -> list[str]:
-    """Every variant name in matrix order: baseline, fixes, extras, optimized, ablations."""
+    """Every variant name in matrix order: baseline, fixes, extras, optimized, ablations, stages."""
     fx = list(config["fixes"])
-    return ["baseline", *fx, *config.get("extra_variants", {}), "optimized", *(f"optimized-no-{f}" for f in fx)]
+    stages = [f"upto-{f}" for f in config.get("stages", {}).get("fixes", [])]
+    return ["baseline", *fx, *config.get("extra_variants", {}), "optimized", *(f"optimized-no-{f}" for f in fx),
+            *stages]
+
+
+def in_scope(config: dict, workload: str, variant: str) -> bool:
+    """The stage-by-stage chain (upto-<fix>) runs for the workloads `stages` names; the rest everywhere."""
+    return not variant.startswith("upto-") or workload in config.get("stages", {}).get("workloads", [])
+
+
+def stage_knobs(name: str, base: dict, applicable: dict[str, dict], config: dict) -> dict:
+    """upto-<fix>: the baseline with every applicable fix of the chain up to <fix> applied, in order."""
+    chain = config["stages"]["fixes"]
+    knobs = dict(base)
+    for f in chain[: chain.index(name[len("upto-"):]) + 1]:
+        knobs.update(applicable.get(f, {}))
+    return knobs
 
 
 def knob_reason(knob: str, value, workload: type[Workload], config: dict, machine: Machine) -> str | None:
@@ -78,6 +94,13 @@ def resolve(name: str, workload: type[Workload], config: dict, machine: Machine)
         return (None, reason) if reason else (knobs, None)
     if name == "optimized":
         return optimized, None
+    if name.startswith("upto-") and name[len("upto-"):] in config.get("stages", {}).get("fixes", []):
+        knobs = stage_knobs(name, base, applicable, config)
+        earlier = {"baseline": base, **{f: {**base, **k} for f, k in singles.items()}, "optimized": optimized,
+                   **{n: stage_knobs(n, base, applicable, config) for n in names(config)[names(config).index(name) - 1::-1]
+                      if n.startswith("upto-")}}
+        same = next((e for e, k in earlier.items() if effective(k, base, machine) == effective(knobs, base, machine)), None)
+        return (None, f"same knobs as {same} here") if same else (knobs, None)
     if name.startswith("optimized-no-") and name[len("optimized-no-"):] in fx:
         fix = name[len("optimized-no-"):]
         if fix not in applicable:

@@ -1,0 +1,132 @@
+"""The 'nsys' observer: Nsight Systems around the measured steps of one cell.
+
+The cell runs as its own process under `nsys profile -t cuda,nvtx --sample=none --cpuctxsw=none
+--capture-range=cudaProfilerApi`: the harness opens the capture when the measured steps begin and
+closes it when they end, and marks each step and phase (input, forward, backward, optimizer) with
+NVTX ranges. The report is exported to SQLite and `parse()` reads it: GPU busy share, idle gaps,
+copy time by direction, kernels per step, top kernels, synchronizing API calls, time per phase.
+"""
+from __future__ import annotations
+
+import re
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from profiles import timeline
+from profiles.tools import WrappingObserver
+
+PHASES = ("input", "forward", "backward", "optimizer")
+COPY_KINDS = {1: "h2d", 2: "d2h", 8: "d2d"}
+GAP_BINS_US = [0, 10, 100, 1_000, 10_000, float("inf")]
+GAP_LABELS = ["<10us", "10-100us", "0.1-1ms", "1-10ms", ">=10ms"]
+SYNC_CALLS = re.compile(r"Synchronize|^cudaMemcpy(?:_v\d+)?$|^cuMemcpy[DH]to[DH](?:_v\d+)?$")
+QUERIES = {
+    "kernels": "SELECT k.start, k.end, s.value AS name, m.value AS mangled FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+               "JOIN StringIds s ON s.id = k.shortName JOIN StringIds m ON m.id = k.mangledName",
+    "copies": "SELECT start, end, copyKind AS kind, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+    "memsets": "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET",
+    "runtime": "SELECT r.start, r.end, s.value AS name FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+               "JOIN StringIds s ON s.id = r.nameId",
+    "nvtx": "SELECT n.start, n.end, COALESCE(n.text, s.value) AS name FROM NVTX_EVENTS n "
+            "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL",
+}
+
+
+def load(path: str | Path) -> dict[str, pd.DataFrame]:
+    """The tables the analysis needs, times in ns. A missing table (no copies at all) is empty;
+    a file that is not an nsys SQLite export is an error naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such Nsight Systems export")
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "StringIds" not in tables:
+                raise ValueError("it has no StringIds table")
+            return {name: pd.read_sql_query(q, db) if q.split(" FROM ")[1].split()[0] in tables
+                    else pd.DataFrame(columns=["start", "end"]) for name, q in QUERIES.items()}
+    except (sqlite3.DatabaseError, ValueError, pd.errors.DatabaseError) as e:
+        raise ValueError(f"{path}: not a readable Nsight Systems SQLite export ({e})") from e
+
+
+def window(nvtx: pd.DataFrame) -> tuple[float, float, int]:
+    steps = nvtx[nvtx.name == "step"]
+    if steps.empty:
+        raise ValueError("no NVTX 'step' ranges in the capture: were the measured steps captured?")
+    return steps.start.min(), steps.end.max(), len(steps)
+
+
+def gap_table(gaps_ns: np.ndarray) -> dict[str, int]:
+    counts = pd.cut(gaps_ns / 1e3, GAP_BINS_US, labels=GAP_LABELS, right=False).value_counts()
+    return {label: int(counts[label]) for label in GAP_LABELS}
+
+
+def top_kernels(kernels: pd.DataFrame, steps: int, busy_ns: float, n: int = 10) -> list[dict]:
+    g = kernels.assign(dur=kernels.end - kernels.start).groupby("mangled")
+    top = g.agg(name=("name", "first"), total=("dur", "sum"), calls=("dur", "size"), mean=("dur", "mean"))
+    top = top.sort_values("total", ascending=False).head(n).reset_index()
+    return [{"name": r.name, "mangled": r.mangled, "ms_per_step": r.total / 1e6 / steps,
+             "calls_per_step": r.calls / steps, "mean_us": r.mean / 1e3, "share_of_busy": 100 * r.total / busy_ns}
+            for r in top.itertuples()]
+
+
+def parse(path: str | Path) -> dict:
+    """{'metrics': [...], 'kernels': top kernels, 'gaps': histogram} of one capture."""
+    t = load(path)
+    lo, hi, steps = window(t["nvtx"])
+    inside = {k: t[k][(t[k].start >= lo) & (t[k].start < hi)] for k in ("kernels", "copies", "memsets", "runtime")}
+    gpu = pd.concat([inside[k][["start", "end"]] for k in ("kernels", "copies", "memsets")])
+    merged = timeline.merge(gpu.start, gpu.end.clip(upper=hi))
+    busy, span = sum(e - s for s, e in merged), hi - lo
+    gaps = timeline.gaps(merged, lo, hi)
+    k, c = inside["kernels"], inside["copies"]
+    rows = [("profiled_steps", steps, "steps"), ("profiled_step_time", span / 1e6 / steps, "ms"),
+            ("gpu_busy", 100 * busy / span, "%"),
+            ("gpu_kernel_share", 100 * timeline.union(k.start, k.end) / span, "%"),
+            ("idle_gaps_per_step", len(gaps) / steps, "gaps"), ("idle_time", gaps.sum() / 1e6 / steps, "ms/step"),
+            ("idle_longest", gaps.max(initial=0) / 1e6, "ms"),
+            ("kernels_per_step", len(k) / steps, "kernels"),
+            ("kernel_mean_duration", (k.end - k.start).mean() / 1e3 if len(k) else 0.0, "us"),
+            ("sync_calls_per_step", inside["runtime"].name.str.contains(SYNC_CALLS).sum() / steps, "calls")]
+    for code, kind in COPY_KINDS.items():
+        d = c[c.kind == code]
+        rows.append((f"copy_{kind}_share", 100 * (d.end - d.start).sum() / span, "%"))
+    nvtx = t["nvtx"][(t["nvtx"].start >= lo) & (t["nvtx"].start < hi)]
+    rows += [(f"phase_{p}", (nvtx[nvtx.name == p].end - nvtx[nvtx.name == p].start).sum() / 1e6 / steps, "ms/step")
+             for p in PHASES]
+    return {"metrics": [{"metric": m, "value": float(v), "unit": u} for m, v, u in rows],
+            "kernels": top_kernels(k, steps, busy), "gaps": gap_table(gaps)}
+
+
+class Nsys(WrappingObserver):
+    name = "nsys"
+    FLAGS = ["profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none",
+             "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--force-overwrite=true"]
+
+    def command(self, spec: dict, out_dir: Path) -> list[str]:
+        return [self.tool(spec), *self.FLAGS, "-o", str(Path(out_dir) / "nsys")]
+
+    def phase(self, name: str):
+        import torch
+        return torch.cuda.nvtx.range(name)
+
+    @contextmanager
+    def window(self):
+        import torch
+        torch.cuda.profiler.start()
+        try:
+            yield
+        finally:
+            torch.cuda.profiler.stop()
+
+    def parse_output(self, spec: dict, out_dir: Path) -> dict:
+        rep = Path(out_dir) / "nsys.nsys-rep"
+        if not rep.is_file():
+            raise ValueError(f"nsys wrote no report ({rep.name}): is libdw on the library path?")
+        sqlite = rep.with_suffix(".sqlite")
+        self.call(spec, ["export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(rep)])
+        return parse(sqlite)

@@ -1,0 +1,109 @@
+"""What the profilers that wrap a cell's process (nsys, ncu) share: finding the tool, running the
+cell under it, and folding what the tool wrote into the cell's record.
+
+A tool is found through the config's `tools` setting (a name on PATH or a path). A missing tool
+makes its cells skipped with that reason; a tool that fails leaves its error in the cell's record.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from contextlib import nullcontext
+from pathlib import Path
+
+
+def find(name: str, setting: str | None = None) -> str | None:
+    """The tool's full path, or None."""
+    return shutil.which(setting or name)
+
+
+def version(path: str) -> str:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return next((line.strip() for line in out.splitlines() if line.strip()), "unknown")
+
+
+def tail(text: str, lines: int = 5) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
+
+
+class WrappingObserver:
+    """An observer whose cell runs as its own process under a tool. Inside that process it marks
+    the measured steps and phases (subclasses); outside, `finish` folds the tool's output into
+    the record the process wrote."""
+    name = ""
+    wraps_process = True
+    time_bounded = False  # a profile covers every measured step
+
+    def __init__(self, spec: dict, cuda: bool, out_dir: Path):
+        self.spec = spec
+
+    @classmethod
+    def unavailable(cls, config: dict, cuda: bool) -> str | None:
+        if not cuda:
+            return f"{cls.name} needs a CUDA GPU; this machine has none"
+        setting = config.get("tools", {}).get(cls.name)
+        if not find(cls.name, setting):
+            return f"{cls.name} not found (on PATH, or set tools.{cls.name} in config/config.yaml)"
+        return None
+
+    @classmethod
+    def tool(cls, spec: dict) -> str:
+        return find(cls.name, spec.get("tools", {}).get(cls.name)) or cls.name
+
+    def call(self, spec: dict, args: list[str]) -> str:
+        proc = subprocess.run([self.tool(spec), *args], capture_output=True, text=True)
+        if proc.returncode:
+            raise ValueError(f"{self.name} {args[0]} failed: {tail(proc.stdout + proc.stderr)}")
+        return proc.stdout
+
+    def phase(self, name: str):
+        return nullcontext()
+
+    def step(self) -> None:
+        pass
+
+    def metrics(self) -> list[dict]:
+        return []  # read after the process ends, by finish()
+
+    def command(self, spec: dict, out_dir: Path) -> list[str]:
+        raise NotImplementedError
+
+    def parse_output(self, spec: dict, out_dir: Path) -> dict:
+        """{'metrics': [...], and tables such as 'kernels'} from what the tool wrote."""
+        raise NotImplementedError
+
+    def failure(self, output: str) -> str:
+        """The reason a run under the tool failed, from the tool's output."""
+        return f"{self.name} failed: {tail(output)}"
+
+    def refused(self, output: str) -> str | None:
+        """A reason the tool gave for not profiling while the run itself went on, or None."""
+        return None
+
+    def finish(self, spec: dict, out: Path, returncode: int, output: str, wall_s: float) -> None:
+        """Merge the tool's findings into the record at `out` (or record why there are none)."""
+        from workloads.cli import write_json
+        out = Path(out)
+        try:
+            record = json.loads(out.read_text())
+        except (OSError, ValueError):
+            keys = {k: spec[k] for k in ("workload", "variant", "profiler", "rep")}
+            record = {"keys": keys, "spec": spec, "status": "failed", "reason": self.failure(output)}
+        if record["status"] == "ok" and self.refused(output):
+            record.update(status="failed", reason=self.refused(output))
+        elif record["status"] == "ok":
+            try:
+                found = self.parse_output(spec, out.parent)
+                record["metrics"] += found.pop("metrics") + [
+                    {"metric": "profiled_cell_time", "value": wall_s, "unit": "s"}]
+                record[self.name] = found
+                record["env"][f"{self.name}_version"] = version(self.tool(spec))
+            except (ValueError, KeyError, OSError) as e:
+                record.update(status="failed", reason=f"{self.name}: {e}"[:400])
+        elif returncode and record.get("reason") is None:
+            record["reason"] = self.failure(output)
+        write_json(out, record)

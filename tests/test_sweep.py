@@ -1,0 +1,52 @@
+"""A sweep runs several cells in one process tree: a crash or kill of one cell is recorded as that
+cell's failure and the next cell still runs; a failed cell does not leak into the next one; a
+sweep run again redoes only the cells without a record."""
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import spec_of
+from workloads import sweep
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_a_killed_cell_is_recorded_and_the_next_cell_runs(cpu_config, tmp_path):
+    long = spec_of(cpu_config, "lstm", "baseline")
+    long["measured_steps"] = 500
+    short = spec_of(cpu_config, "lstm", "lazy-sync")
+    jobs = [[long, str(tmp_path / "a/metrics.json")], [short, str(tmp_path / "b/metrics.json")]]
+    cmd = [sys.executable, "-m", "workloads.cli", "sweep", "--jobs", json.dumps(jobs), "--out", str(tmp_path / "sweep.json")]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:  # the first cell is measuring: kill the process that runs it
+        if "step " in line and "/500" in line:
+            break
+    os.kill(children(proc.pid)[0], signal.SIGKILL)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=300) == 0, rest[-2000:]
+    first, second = (json.loads(Path(p).read_text()) for _, p in jobs)
+    assert (first["status"], first["reason"]) == ("failed", "process died (signal 9)")
+    assert second["status"] == "ok"
+    assert json.loads((tmp_path / "sweep.json").read_text())["records"] == [p for _, p in jobs]
+
+
+def test_a_failed_cell_hands_over_to_a_fresh_process_and_a_rerun_skips_done_cells(cpu_config, tmp_path):
+    poisoned = spec_of(cpu_config, "lstm", "baseline")
+    poisoned["params"]["lr"] = 1e30  # the loss turns non-finite
+    fine = spec_of(cpu_config, "lstm", "lazy-sync")
+    jobs = [(poisoned, tmp_path / "a/metrics.json"), (fine, tmp_path / "b/metrics.json")]
+    sweep.sweep(jobs)
+    first, second = (json.loads(p.read_text()) for _, p in jobs)
+    assert first["status"] == "failed" and "non-finite loss" in first["reason"]
+    assert second["status"] == "ok" and second["env"]
+    stamps = [p.stat().st_mtime_ns for _, p in jobs]
+    sweep.sweep(jobs)  # nothing left to do
+    assert [p.stat().st_mtime_ns for _, p in jobs] == stamps
+    fine["measured_steps"] = 4  # a changed spec is a different cell: it runs again
+    sweep.sweep(jobs)
+    assert json.loads(jobs[1][1].read_text())["spec"]["measured_steps"] == 4

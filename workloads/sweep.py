@@ -1,0 +1,119 @@
+"""A sweep: the cells of one workload x profiler x repetition, run one after another.
+
+Starting Python, torch and a CUDA context costs seconds; an optimized cell trains for one or two.
+So one sweep process imports once and runs its cells in a child forked from it (CUDA is never
+touched before the fork). The child runs the cells in order, each with a fresh model, optimizer,
+loader and peak-memory count. Isolation where it matters:
+- a cell that fails (out of memory, non-finite loss, a CUDA error) is recorded, and the child
+  ends: a fresh child takes the remaining cells, so no failure leaks into the next cell;
+- a child that dies (a crash, a kill) leaves its cell recorded as failed with the signal;
+- a profiler that wraps the process (nsys, ncu) runs each cell as its own process under the tool.
+Every record is written atomically; a sweep run again skips the cells whose record already holds
+the same spec, so an interrupted sweep redoes only the cells it had not finished.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from workloads.cli import write_json
+
+FAILED_CHILD = 3  # a child's exit status after a failed cell: go on with a fresh child
+
+
+def done(spec: dict, out: Path) -> bool:
+    try:
+        return json.loads(Path(out).read_text()).get("spec") == spec
+    except (OSError, ValueError):
+        return False
+
+
+def run_cells(jobs: list[tuple[dict, Path]]) -> int:
+    """In the child: run the cells in order; stop after the first that fails."""
+    import torch
+    from workloads import harness
+    for spec, out in jobs:
+        record = harness.run(spec, out_dir=out.parent)
+        write_json(out, record)
+        gc.collect()
+        torch._dynamo.reset()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        if record["status"] != "ok":
+            return FAILED_CHILD
+    return 0
+
+
+def die_with_parent() -> None:
+    """Linux: end this child when the sweep that forked it ends (a sweep stopped by a timeout
+    must not leave a cell training on the GPU)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def fork_cells(jobs: list[tuple[dict, Path]]) -> int:
+    """Run the cells in a forked child; its exit status (a signal as 128 + number)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            die_with_parent()
+            code = run_cells(jobs)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    status = os.waitpid(pid, 0)[1]
+    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def wrapped_cell(spec: dict, out: Path, observer) -> int:
+    """One cell as its own process under a profiling tool; then the tool's output is parsed into
+    the record (or the tool's error becomes the cell's reason)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        prefix = observer(spec, False, out.parent).command(spec, out.parent)
+    except (ValueError, OSError) as e:
+        keys = {k: spec[k] for k in ("workload", "variant", "profiler", "rep")}
+        write_json(out, {"keys": keys, "spec": spec, "status": "failed", "reason": str(e)[:400]})
+        return 0
+    cmd = [*prefix, sys.executable, "-m", "workloads.cli", "run",
+           "--spec", json.dumps(spec), "--out", str(out)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sys.stderr.write(proc.stdout)
+    observer(spec, False, out.parent).finish(spec, out, proc.returncode, proc.stdout, time.perf_counter() - t0)
+    return 0 if done(spec, out) else proc.returncode
+
+
+def died(spec: dict, out: Path, code: int) -> None:
+    reason = f"process died (signal {code - 128})" if code > 128 else f"process exited with status {code}"
+    keys = {k: spec[k] for k in ("workload", "variant", "profiler", "rep")}
+    write_json(out, {"keys": keys, "spec": spec, "status": "failed", "reason": reason})
+
+
+def sweep(jobs: list[tuple[dict, Path]]) -> None:
+    """Run every job (spec, record path) that has no record yet; never raises for a cell."""
+    from profiles import OBSERVERS
+    from workloads import harness  # noqa: F401  imported once here, inherited by every child
+    pending = [(s, Path(o)) for s, o in jobs if not done(s, Path(o))]
+    while pending:
+        spec, out = pending[0]
+        observer = OBSERVERS[spec["profiler"]]
+        code = wrapped_cell(spec, out, observer) if observer.wraps_process else fork_cells(pending)
+        left = [(s, o) for s, o in pending if not done(s, o)]
+        if left and code not in (0, FAILED_CHILD):  # cells run in order: the first left was running
+            died(*left[0], code)
+            left = left[1:]
+        pending = left
