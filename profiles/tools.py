@@ -63,6 +63,9 @@ class WrappingObserver:
     def phase(self, name: str):
         return nullcontext()
 
+    def window(self):
+        return nullcontext()
+
     def step(self) -> None:
         pass
 
