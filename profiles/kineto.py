@@ -14,7 +14,7 @@ import pandas as pd
 
 from profiles import timeline
 
-PHASES = ("input", "forward", "backward", "optimizer")
+PHASES = ("input", "forward", "backward", "optimizer", "sync")
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 
 
@@ -64,10 +64,10 @@ def top_kernels(df: pd.DataFrame, n: int = 10) -> list[dict]:
     """The n kernels with the most GPU time over the profiled steps."""
     start, end, steps = window(df)
     k = df[(df.cat == "kernel") & (df.ts >= start) & (df.ts < end)]
-    busy = union_us(df[df.cat.isin(GPU_CATS) & (df.ts >= start) & (df.ts < end)]) or 1.0
+    total = float(k.dur.sum()) or 1.0  # share: % of all kernel time
     g = k.groupby("name").dur.agg(total="sum", calls="count", mean="mean").sort_values("total", ascending=False)
     return [{"name": name, "ms_per_step": r.total / 1e3 / steps, "calls_per_step": r.calls / steps,
-             "mean_us": r.mean, "share_of_busy": 100 * r.total / busy} for name, r in g.head(n).iterrows()]
+             "mean_us": r.mean, "share": 100 * r.total / total} for name, r in g.head(n).iterrows()]
 
 
 def metrics(path: str | Path) -> list[dict]:

@@ -136,7 +136,7 @@ class Ncu(WrappingObserver):
         kernels = parse(Path(out_dir) / "ncu.ncu-rep", self.tool(spec))
         share = {k["mangled"]: k for k in chosen_kernels(spec)}
         for k in kernels:
-            k["share_of_busy"] = share.get(k["mangled"], {}).get("share_of_busy")
+            k["share"] = share.get(k["mangled"], {}).get("share")
         metrics = [{"metric": "ncu_kernels", "value": float(len(kernels)), "unit": "kernels"},
                    {"metric": "ncu_launches", "value": float(sum(k["launches"] for k in kernels)), "unit": "launches"}]
         return {"metrics": metrics, "kernels": kernels}

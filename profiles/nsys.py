@@ -2,7 +2,7 @@
 
 The cell runs as its own process under `nsys profile -t cuda,nvtx --sample=none --cpuctxsw=none
 --capture-range=cudaProfilerApi`: the harness opens the capture when the measured steps begin and
-closes it when they end, and marks each step and phase (input, forward, backward, optimizer) with
+closes it when they end, and marks each step and phase (input, forward, backward, optimizer, sync: the loss read) with
 NVTX ranges. The report is exported to SQLite and `parse()` reads it: GPU busy share, idle gaps,
 copy time by direction, kernels per step, top kernels, synchronizing API calls, time per phase.
 """
@@ -19,7 +19,7 @@ import pandas as pd
 from profiles import timeline
 from profiles.tools import WrappingObserver
 
-PHASES = ("input", "forward", "backward", "optimizer")
+PHASES = ("input", "forward", "backward", "optimizer", "sync")
 COPY_KINDS = {1: "h2d", 2: "d2h", 8: "d2d"}
 GAP_BINS_US = [0, 10, 100, 1_000, 10_000, float("inf")]
 GAP_LABELS = ["<10us", "10-100us", "0.1-1ms", "1-10ms", ">=10ms"]
@@ -65,12 +65,15 @@ def gap_table(gaps_ns: np.ndarray) -> dict[str, int]:
     return {label: int(counts[label]) for label in GAP_LABELS}
 
 
-def top_kernels(kernels: pd.DataFrame, steps: int, busy_ns: float, n: int = 10) -> list[dict]:
+def top_kernels(kernels: pd.DataFrame, steps: int, n: int = 10) -> list[dict]:
+    """The n kernels (by mangled name) with the most GPU time; share: % of all kernel time
+    (kernels on several streams overlap, so shares of the busy time could sum past 100)."""
+    total = float((kernels.end - kernels.start).sum()) or 1.0
     g = kernels.assign(dur=kernels.end - kernels.start).groupby("mangled")
     top = g.agg(name=("name", "first"), total=("dur", "sum"), calls=("dur", "size"), mean=("dur", "mean"))
     top = top.sort_values("total", ascending=False).head(n).reset_index()
     return [{"name": r.name, "mangled": r.mangled, "ms_per_step": r.total / 1e6 / steps,
-             "calls_per_step": r.calls / steps, "mean_us": r.mean / 1e3, "share_of_busy": 100 * r.total / busy_ns}
+             "calls_per_step": r.calls / steps, "mean_us": r.mean / 1e3, "share": 100 * r.total / total}
             for r in top.itertuples()]
 
 
@@ -99,7 +102,7 @@ def parse(path: str | Path) -> dict:
     rows += [(f"phase_{p}", (nvtx[nvtx.name == p].end - nvtx[nvtx.name == p].start).sum() / 1e6 / steps, "ms/step")
              for p in PHASES]
     return {"metrics": [{"metric": m, "value": float(v), "unit": u} for m, v, u in rows],
-            "kernels": top_kernels(k, steps, busy), "gaps": gap_table(gaps)}
+            "kernels": top_kernels(k, steps), "gaps": gap_table(gaps)}
 
 
 class Nsys(WrappingObserver):

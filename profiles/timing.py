@@ -45,7 +45,7 @@ class UtilizationSampler:
 
 class Timing:
     """Observer interface: `window()` wraps the measured steps, `step()` marks each step's end,
-    `phase(name)` marks a part of a step (input, forward, backward, optimizer), `metrics()` reads
+    `phase(name)` marks a part of a step (input, forward, backward, optimizer, sync), `metrics()` reads
     what was observed. Timing marks nothing: it is the unprofiled reference."""
     name = "timing"
     wraps_process = False

@@ -152,7 +152,8 @@ class Trainer:
         t1 = time.perf_counter()
         self.pending.append(self.step(x, y))
         if (i + 1) % self.knobs["sync_every"] == 0 or last:
-            self.sync_losses(i)
+            with self.mark("sync"):
+                self.sync_losses(i)
         return {"step": i, "input_s": t1 - t0, "wall_s": time.perf_counter() - t0}
 
     def drain(self) -> int:

@@ -1,0 +1,83 @@
+"""The Nsight Systems parser on a real capture the suite made on the H200 (LSTM baseline, six
+measured steps): its numbers agree with independent SQL over the same file and with the run's own
+timing; a broken export is an error that names the file."""
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from profiles import nsys
+from profiles.tools import WrappingObserver
+
+CAPTURE = Path(__file__).parent / "data/h200-captures/lstm-baseline-nsys"
+
+
+@pytest.fixture(scope="module")
+def parsed():
+    out = nsys.parse(CAPTURE / "nsys.sqlite")
+    return {m["metric"]: m["value"] for m in out["metrics"]}, out
+
+
+def sql(query):
+    with sqlite3.connect(f"file:{CAPTURE / 'nsys.sqlite'}?mode=ro", uri=True) as db:
+        return db.execute(query).fetchall()
+
+
+def test_window_and_kernel_counts_match_plain_sql(parsed):
+    m, _ = parsed
+    lo, hi, steps = sql("SELECT MIN(start), MAX(end), COUNT(*) FROM NVTX_EVENTS WHERE text = 'step'")[0]
+    record = json.loads((CAPTURE / "metrics.json").read_text())
+    assert steps == m["profiled_steps"] == len(record["steps"])
+    (kernels,) = sql(f"SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start >= {lo} AND start < {hi}")[0]
+    assert m["kernels_per_step"] == kernels / steps
+    assert m["profiled_step_time"] == pytest.approx((hi - lo) / 1e6 / steps)
+
+
+def test_busy_share_agrees_with_a_rasterized_timeline(parsed):
+    m, _ = parsed
+    lo, hi = sql("SELECT MIN(start), MAX(end) FROM NVTX_EVENTS WHERE text = 'step'")[0]
+    busy = np.zeros((hi - lo) // 1000 + 1, bool)  # one cell per microsecond
+    for table in ("KERNEL", "MEMCPY", "MEMSET"):
+        for s, e in sql(f"SELECT start, end FROM CUPTI_ACTIVITY_KIND_{table} WHERE start >= {lo} AND start < {hi}"):
+            busy[(s - lo) // 1000:(min(e, hi) - lo) // 1000 + 1] = True
+    assert m["gpu_busy"] == pytest.approx(100 * busy.mean(), abs=1.0)
+    assert m["gpu_busy"] + 100 * m["idle_time"] * m["profiled_steps"] / (m["profiled_step_time"] * m["profiled_steps"]) \
+        == pytest.approx(100, abs=0.01)
+
+
+def test_phases_and_input_wait_agree_with_the_runs_own_timing(parsed):
+    m, _ = parsed
+    record = json.loads((CAPTURE / "metrics.json").read_text())
+    timing = {x["metric"]: x["value"] for x in record["metrics"]}
+    assert m["phase_input"] == pytest.approx(timing["input_wait"], rel=0.1)
+    phases = sum(m[f"phase_{p}"] for p in nsys.PHASES)
+    assert m["phase_forward"] > 0 and m["phase_backward"] > 0 and phases <= m["profiled_step_time"]
+
+
+def test_top_kernels_and_gaps_are_consistent(parsed):
+    m, out = parsed
+    shares = [k["share"] for k in out["kernels"]]
+    assert shares == sorted(shares, reverse=True) and sum(shares) <= 100
+    assert all(k["mangled"] and k["calls_per_step"] > 0 for k in out["kernels"])
+    assert sum(out["gaps"].values()) == pytest.approx(m["idle_gaps_per_step"] * m["profiled_steps"])
+    assert m["sync_calls_per_step"] >= 1  # the baseline reads the loss every step
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not sqlite", "missing"])
+def test_a_broken_export_is_an_error_naming_the_file(tmp_path, damage):
+    path = tmp_path / "nsys.sqlite"
+    if damage == "truncated":
+        path.write_bytes((CAPTURE / "nsys.sqlite").read_bytes()[:200_000])
+    elif damage == "not sqlite":
+        path.write_text("this is not a database")
+    with pytest.raises(ValueError, match=str(path)):
+        nsys.parse(path)
+
+
+def test_a_missing_tool_skips_its_cells_with_the_reason():
+    config = {"tools": {"nsys": "no-such-nsys-binary"}}
+    assert "nsys not found" in nsys.Nsys.unavailable(config, cuda=True)
+    assert nsys.Nsys.unavailable(config, cuda=False) == "nsys needs a CUDA GPU; this machine has none"
+    assert issubclass(nsys.Nsys, WrappingObserver)
