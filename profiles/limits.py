@@ -56,8 +56,8 @@ def matmul_peak(precision: str, device: torch.device, seconds: float = 1.0) -> f
 
 
 def measure(workloads: dict, device: torch.device) -> dict:
-    """{'peak_tflops': {precision: value}, 'flops_per_step': {workload: value}}; `workloads` maps a
-    name to the workload object the cells use."""
+    """{'peak_tflops': {precision: value}, 'flops_per_sample': {workload: value}}; `workloads` maps
+    a name to the workload object the cells use."""
     precisions = list(PRECISIONS) if device.type == "cuda" else ["fp32"]
     return {"device": str(device), "peak_tflops": {p: matmul_peak(p, device) for p in precisions},
-            "flops_per_step": {name: flops_per_step(w) for name, w in workloads.items()}}
+            "flops_per_sample": {name: flops_per_step(w) / w.params["batch_size"] for name, w in workloads.items()}}
