@@ -5,7 +5,9 @@ cells.csv    one row per cell (workload, variant, profiler, rep): ok / failed / 
 summary.csv  one row per workload x variant x profiler x metric: median over repetitions with its
              spread lo..hi (min..max over repetitions), n (repetitions that ran); a cell with no
              successful repetition has one row with its status and reason instead.
-env.json     the environment(s) the runs recorded
+env.json     the environment(s) the runs recorded, with the profiling tools' versions
+kernels.csv  the top kernels each profiled run saw (torch, nsys) and ncu's measurements of them
+variants.csv each variant's knobs per workload
 Derived: `loss_vs_baseline` (%): a variant's loss against the baseline's at the same training steps
 (the mean over the last LOSS_STEPS steps both ran, per repetition), the check that an optimization
 still trains; `speedup` (x): median throughput over the baseline's.
@@ -115,6 +117,26 @@ def loss_flags(summary: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["median"] > LOSS_TOLERANCE]
 
 
+def kernel_table(records: list[dict]) -> pd.DataFrame:
+    """One row per kernel a profiler listed in a successful run: its rank and measurements."""
+    rows = [{**r["keys"], "rank": i + 1, **k} for r in records if r["status"] == "ok"
+            for p in ("torch", "nsys", "ncu") for i, k in enumerate(r.get(p, {}).get("kernels", []))]
+    return pd.DataFrame(rows, columns=[*KEYS, "rep", "rank", "name", "ms_per_step", "calls_per_step", "mean_us",
+                                       "share"] if not rows else None)
+
+
+def variant_table(records: list[dict]) -> pd.DataFrame:
+    rows = {(r["keys"]["workload"], r["keys"]["variant"]): r["spec"]["knobs"] for r in records if r.get("spec")}
+    return pd.DataFrame([{"workload": w, "variant": v, **k} for (w, v), k in sorted(rows.items())])
+
+
+def environments(records: list[dict]) -> list[dict]:
+    """The distinct environments, each with the profiling tools' versions seen in the runs."""
+    tools = {k: v for r in records for k, v in r.get("tool_versions", {}).items()}
+    envs = {json.dumps(r["env"], sort_keys=True) for r in records if r.get("env")}
+    return [{**json.loads(e), **tools} for e in sorted(envs)]
+
+
 def main(run_paths, skipped: list[dict], out_dir) -> pd.DataFrame:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,6 +148,7 @@ def main(run_paths, skipped: list[dict], out_dir) -> pd.DataFrame:
     metrics.to_csv(out / "metrics.csv", index=False)
     cells.sort_values([*KEYS, "rep"]).to_csv(out / "cells.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False, float_format="%.6g")
-    envs = {json.dumps(r["env"], sort_keys=True) for r in records if r.get("env")}
-    (out / "env.json").write_text(json.dumps([json.loads(e) for e in sorted(envs)], indent=1))
+    (out / "env.json").write_text(json.dumps(environments(records), indent=1))
+    kernel_table(records).to_csv(out / "kernels.csv", index=False, float_format="%.6g")
+    variant_table(records).to_csv(out / "variants.csv", index=False)
     return summary

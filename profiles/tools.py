@@ -104,7 +104,7 @@ class WrappingObserver:
                 record["metrics"] += found.pop("metrics") + [
                     {"metric": "profiled_cell_time", "value": wall_s, "unit": "s"}]
                 record[self.name] = found
-                record["env"][f"{self.name}_version"] = version(self.tool(spec))
+                record.setdefault("tool_versions", {})[f"{self.name}_version"] = version(self.tool(spec))
             except (ValueError, KeyError, OSError) as e:
                 record.update(status="failed", reason=f"{self.name}: {e}"[:400])
         elif returncode and record.get("reason") is None:
