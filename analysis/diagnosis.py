@@ -1,0 +1,83 @@
+"""Diagnose -> prescribe -> verify, generated: for each workload's baseline, a bottleneck class drawn
+from its profiles by fixed rules, the variant that targets it, and that variant's measured effect.
+
+The rules, first match wins (thresholds below):
+1. input-bound   the loop waits for input for INPUT_SHARE % of the time or more  -> workers (dali)
+2. sync-bound    the GPU is idle for IDLE_SHARE % or more while the host syncs every step -> lazy-sync
+3. launch-bound  the GPU is idle for IDLE_SHARE % or more and kernels are short (mean below
+                 SHORT_KERNEL_US) -> compile (fewer, fused kernels)
+4. memory-bound / compute-bound / latency-bound kernels: the GPU is busy; ncu's class of the top
+                 kernels, weighted by their share of kernel time -> amp (tensor cores, half the bytes)
+The verdict: "confirmed" when the prescribed variant's speedup is above CONFIRM even at the low end
+of its spread, "not confirmed" otherwise.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+INPUT_SHARE = 30.0
+IDLE_SHARE = 20.0
+SHORT_KERNEL_US = 20.0
+CONFIRM = 1.05
+PRESCRIPTION = {"input-bound": "workers", "sync-bound": "lazy-sync", "launch-bound": "compile",
+                "memory-bound kernels": "amp", "compute-bound kernels": "amp", "latency-bound kernels": "compile"}
+
+
+def value(summary: pd.DataFrame, workload: str, variant: str, metric: str, profilers=("timing",)) -> float | None:
+    """The median of a metric, from the first of `profilers` that measured it."""
+    for p in profilers:
+        r = summary[(summary.workload == workload) & (summary.variant == variant) & (summary.profiler == p)
+                    & (summary.metric == metric) & (summary.status == "ok")]
+        if len(r):
+            return float(r["median"].iloc[0])
+    return None
+
+
+def kernel_class(kernels: pd.DataFrame, workload: str) -> tuple[str, str] | None:
+    """The bound class that carries most of the baseline's top-kernel time, from ncu."""
+    k = kernels[(kernels.workload == workload) & (kernels.variant == "baseline") & (kernels.profiler == "ncu")]
+    if k.empty or "bound" not in k:
+        return None
+    weight = k.groupby("bound")["share"].sum().sort_values(ascending=False)
+    return f"{weight.index[0]}-bound kernels", f"ncu: top kernels {weight.round(1).to_dict()} % of kernel time"
+
+
+def classify(summary: pd.DataFrame, kernels: pd.DataFrame, workload: str) -> tuple[str, str]:
+    """(bottleneck class, the evidence) for the workload's baseline."""
+    prof = ("nsys", "torch")
+    wait = value(summary, workload, "baseline", "input_wait_share")
+    busy = value(summary, workload, "baseline", "gpu_busy", ("nsys",)) or value(
+        summary, workload, "baseline", "gpu_busy_share", ("torch",))
+    syncs = value(summary, workload, "baseline", "sync_calls_per_step", ("nsys",))
+    mean_us = value(summary, workload, "baseline", "kernel_mean_duration", prof)
+    if wait is not None and wait >= INPUT_SHARE:
+        return "input-bound", f"waits for input {wait:.0f}% of the time"
+    if busy is None:
+        return "unknown", "no GPU timeline (run the torch or nsys profiler on the baseline)"
+    idle = 100 - busy
+    if idle >= IDLE_SHARE and syncs and syncs >= 1:
+        return "sync-bound", f"GPU idle {idle:.0f}% with {syncs:.0f} synchronizing calls per step"
+    if idle >= IDLE_SHARE and mean_us is not None and mean_us < SHORT_KERNEL_US:
+        return "launch-bound", f"GPU idle {idle:.0f}%, mean kernel {mean_us:.1f} us"
+    found = kernel_class(kernels, workload)
+    if found:
+        return found[0], f"GPU busy {busy:.0f}%; {found[1]}"
+    return "compute-bound kernels", f"GPU busy {busy:.0f}% (no ncu data: class assumed from the busy GPU)"
+
+
+def diagnose(summary: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for workload in sorted(summary.workload.unique()):
+        label, evidence = classify(summary, kernels, workload)
+        fix = PRESCRIPTION.get(label)
+        sp = summary[(summary.workload == workload) & (summary.variant == fix) & (summary.metric == "speedup")
+                     & (summary.profiler == "timing")] if fix else pd.DataFrame()
+        if sp.empty:
+            effect, verdict = "", "not measurable here" if fix else "no rule matched"
+        else:
+            r = sp.iloc[0]
+            effect = f"{r['median']:.2f}x [{r['lo']:.2f}, {r['hi']:.2f}]"
+            verdict = "confirmed" if r["lo"] > CONFIRM else "not confirmed"
+        rows.append({"workload": workload, "baseline bottleneck": label, "evidence": evidence,
+                     "prescribed": fix or "", "measured speedup": effect, "verdict": verdict})
+    return pd.DataFrame(rows)
