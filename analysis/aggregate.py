@@ -60,7 +60,7 @@ def loss_check(losses: pd.DataFrame) -> pd.DataFrame:
     with the baseline run of the same workload, profiler and repetition, against the baseline's.
     Cells stop at different steps (a slow cell measures fewer), so only common steps compare."""
     out = []
-    base = losses[losses.variant == "baseline"].set_index(["workload", "profiler", "rep", "step"]).loss
+    base = losses[losses.variant == "baseline"].set_index(["workload", "profiler", "rep", "step"]).loss.sort_index()
     for (w, v, p, r), g in losses.groupby([*KEYS, "rep"], sort=False):
         if (w, p, r) not in base.droplevel("step").index:
             continue

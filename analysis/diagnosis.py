@@ -19,6 +19,12 @@ INPUT_SHARE = 30.0
 IDLE_SHARE = 20.0
 SHORT_KERNEL_US = 20.0
 CONFIRM = 1.05
+RULES = (f"Rules, first match wins: **input-bound** when the loop waits for input {INPUT_SHARE:g}% of the time or "
+         f"more (prescribe `workers`); **sync-bound** when the GPU idles {IDLE_SHARE:g}% or more while the host "
+         f"synchronizes every step (`lazy-sync`); **launch-bound** when it idles that much and kernels average under "
+         f"{SHORT_KERNEL_US:g} us (`compile`); otherwise the GPU is busy and ncu's bound class of the top kernels, "
+         f"weighted by kernel time, decides (memory- or compute-bound: `amp`; latency-bound: `compile`). "
+         f"**confirmed**: the prescribed variant's speedup exceeds {CONFIRM:g}x even at the low end of its spread.\n")
 PRESCRIPTION = {"input-bound": "workers", "sync-bound": "lazy-sync", "launch-bound": "compile",
                 "memory-bound kernels": "amp", "compute-bound kernels": "amp", "latency-bound kernels": "compile"}
 

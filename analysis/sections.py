@@ -1,0 +1,135 @@
+"""The report's sections built from the profiles: the stage-by-stage case, where the time goes,
+kernels (with ncu), the achieved FLOP/s against the measured peak, the profilers' cost. Each
+returns Markdown (tables, figure links) from the tidy tables; nothing is typed by hand."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import figures
+from analysis.tables import fmt, num, table
+
+
+def metric(summary: pd.DataFrame, workload: str, variant: str, name: str, profiler: str = "timing"):
+    r = summary[(summary.workload == workload) & (summary.variant == variant) & (summary.profiler == profiler)
+                & (summary.metric == name) & (summary.status == "ok")]
+    return r.iloc[0] if len(r) else None
+
+
+def stage_variants(cells: pd.DataFrame, chain: list[str], workload: str) -> list[tuple[str, str]]:
+    """(stage label, the variant that measured it): upto-<fix>, or the variant with the same knobs."""
+    out = [("baseline", "baseline")]
+    for fix in chain:
+        variant = f"upto-{fix}"
+        c = cells[(cells.workload == workload) & (cells.variant == variant)]
+        same = re.match(r"same knobs as (\S+) here", str(c.reason.iloc[0])) if len(c) else None
+        out.append((f"+ {fix}", same.group(1) if same else variant))
+    return out
+
+
+def stages_section(summary, cells, chain, workload, out: Path) -> str:
+    rows, prev = [], None
+    for label, variant in stage_variants(cells, chain, workload):
+        r = metric(summary, workload, variant, "throughput")
+        if r is None:
+            continue
+        rows.append({"stage": label, "variant": variant, "median": r["median"], "lo": r["lo"], "hi": r["hi"],
+                     "gain": r["median"] / prev if prev else None, "unit": r["unit"]})
+        prev = r["median"]
+    if len(rows) < 2:
+        return ""
+    df = pd.DataFrame(rows)
+    shown = pd.DataFrame({"stage": df.stage, "variant": df.variant,
+                          f"throughput ({df.unit[0]})": [fmt(m, lo, hi) for m, lo, hi in zip(df["median"], df.lo, df.hi)],
+                          "gain over the previous stage": [f"{g:.2f}x" if g else "" for g in df.gain],
+                          "cumulative": [f"{m / df['median'][0]:.2f}x" for m in df["median"]]})
+    fig = figures.waterfall(df, workload, df.unit[0], out / "figures" / f"stages-{workload}.png")
+    return table(shown) + (f"\n![{workload} stage by stage](figures/{fig.name})\n" if fig else "")
+
+
+def breakdown(summary: pd.DataFrame, workload: str) -> pd.DataFrame:
+    """Per profiled variant (nsys preferred over torch): GPU kernel / copy-only / idle shares,
+    input wait share, kernels per step, mean kernel time, sync calls per step."""
+    rows = []
+    for variant in summary[summary.workload == workload].variant.unique():
+        for prof, busy_name in (("nsys", "gpu_busy"), ("torch", "gpu_busy_share")):
+            busy = metric(summary, workload, variant, busy_name, prof)
+            if busy is None:
+                continue
+            get = lambda n: (lambda r: None if r is None else r["median"])(metric(summary, workload, variant, n, prof))
+            kern, step, inp = get("gpu_kernel_share"), get("profiled_step_time"), get("phase_input")
+            rows.append({"label": f"{variant} [{prof}]", "variant": variant, "profiler": prof,
+                         "kernels": kern, "copies only": max(0.0, busy["median"] - kern), "idle": 100 - busy["median"],
+                         "input wait": 100 * inp / step if step else 0.0, "busy": busy["median"],
+                         "kernels/step": get("kernels_per_step"), "mean kernel (us)": get("kernel_mean_duration"),
+                         "sync calls/step": get("sync_calls_per_step")})
+            break
+    return pd.DataFrame(rows)
+
+
+def time_section(summary, workload, out: Path) -> str:
+    df = breakdown(summary, workload)
+    if df.empty:
+        return ""
+    shown = df[["variant", "profiler", "busy", "kernels", "copies only", "idle", "input wait", "kernels/step",
+                "mean kernel (us)", "sync calls/step"]].rename(columns={
+                    "busy": "GPU busy (%)", "kernels": "kernels (%)", "copies only": "copies only (%)",
+                    "idle": "idle (%)", "input wait": "waiting for input (%)"})
+    shown = shown.map(lambda v: "" if v is None or (isinstance(v, float) and pd.isna(v)) else
+                      (num(v) if isinstance(v, float) else v))
+    fig = figures.time_breakdown(df, workload, out / "figures" / f"time-{workload}.png")
+    return table(shown) + (f"\n![{workload} time breakdown](figures/{fig.name})\n" if fig else "")
+
+
+def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5) -> str:
+    k = kernels[kernels.workload == workload]
+    parts = []
+    for prof in ("nsys", "torch"):
+        sub = k[(k.profiler == prof) & (k["rank"] <= top)]
+        if len(sub):
+            sub = sub.assign(kernel=sub.name.str.slice(0, 70))
+            parts.append(f"Top {top} kernels per profiled variant ({prof}; share: % of all kernel time):\n\n" + table(
+                sub[["variant", "rank", "kernel", "share", "ms_per_step", "calls_per_step", "mean_us"]].map(
+                    lambda v: num(v) if isinstance(v, float) else v)))
+            break
+    n = k[k.profiler == "ncu"]
+    if len(n):
+        cols = ["variant", "name", "share", "duration_us", "sm_pct", "memory_pct", "dram_pct", "achieved_occupancy",
+                "theoretical_occupancy", "registers", "tensor_pct", "bound"]
+        n = n.assign(name=n.name.str.slice(0, 60))[[c for c in cols if c in n]]
+        parts.append("Nsight Compute on the top kernels (one measured step; % of peak; occupancy in % of the "
+                     "maximum warps):\n\n" + table(n.map(lambda v: num(v) if isinstance(v, float) else v)))
+    return "\n".join(parts)
+
+
+def limits_section(summary, variants: pd.DataFrame, limits: dict, workload: str) -> str:
+    """Achieved model FLOP/s per variant against the matmul peak of its precision on this machine."""
+    per_sample = limits.get("flops_per_sample", {}).get(workload)
+    if not per_sample:
+        return ""
+    rows = []
+    for _, v in variants[variants.workload == workload].iterrows():
+        r = metric(summary, workload, v.variant, "throughput")
+        peak = limits["peak_tflops"].get(v.precision)
+        if r is None or not peak:
+            continue
+        t = [x * per_sample / 1e12 for x in (r["median"], r["lo"], r["hi"])]
+        rows.append({"variant": v.variant, "precision": v.precision, "achieved (TFLOP/s)": fmt(*t),
+                     "peak (TFLOP/s)": num(peak), "MFU (%)": fmt(*(100 * x / peak for x in t))})
+    head = (f"Model FLOPs (forward + backward, torch.utils.flop_counter): {per_sample / 1e9:,.1f} GFLOP per sample. "
+            "Peak: a large matmul in the variant's precision, measured on this machine.\n\n")
+    return head + table(pd.DataFrame(rows)) if rows else ""
+
+
+def overhead_section(summary: pd.DataFrame) -> str:
+    o = summary[summary.metric == "profiler_overhead"]
+    if o.empty:
+        return ""
+    cost = summary[summary.metric == "profiled_cell_time"].set_index(["workload", "variant", "profiler"])["median"]
+    rows = [{"workload": r.workload, "variant": r.variant, "profiler": r.profiler,
+             "throughput lost (%)": num(r["median"]),
+             "cell's wall time under the tool (s)": num(cost.get((r.workload, r.variant, r.profiler), float("nan")))
+             if (r.workload, r.variant, r.profiler) in cost.index else ""} for _, r in o.iterrows()]
+    return table(pd.DataFrame(rows))

@@ -1,0 +1,20 @@
+"""Formatting numbers and Markdown tables for the report."""
+from __future__ import annotations
+
+import pandas as pd
+
+
+def num(x: float) -> str:
+    """1,234 for large values, 3 significant digits below 1,000."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def fmt(median, lo, hi) -> str:
+    if pd.isna(median):
+        return ""
+    return num(median) if lo == hi else f"{num(median)} [{num(lo)}, {num(hi)}]"
+
+
+def table(df: pd.DataFrame) -> str:
+    head = "| " + " | ".join(df.columns) + " |\n| " + " | ".join("---" for _ in df.columns) + " |\n"
+    return head + "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in df.itertuples(index=False))
