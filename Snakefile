@@ -3,6 +3,9 @@
 configfile: "config/config.yaml"
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/run.smk"
@@ -12,3 +15,4 @@ include: "rules/aggregate.smk"
 rule all:
     input:
         f"results/{MACHINE}/REPORT.md",
+        f"results/{MACHINE}/limits.json",

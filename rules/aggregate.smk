@@ -7,7 +7,7 @@ rule aggregate:
     output:
         metrics=f"results/{MACHINE}/metrics.csv",
         cells=f"results/{MACHINE}/cells.csv",
-        summary=f"results/{MACHINE}/summary.csv",
+        summary=report(f"results/{MACHINE}/summary.csv", caption="../report/summary.rst", category="Tables"),
         env=f"results/{MACHINE}/env.json",
     params:
         skipped=json.dumps([{"keys": c["keys"], "reason": c["reason"]} for c in SKIPPED]),
@@ -24,7 +24,9 @@ rule report:
         rules.aggregate.output,
         f"results/{MACHINE}/limits.json",
     output:
-        f"results/{MACHINE}/REPORT.md",
+        report(f"results/{MACHINE}/REPORT.md", caption="../report/report_md.rst", category="Report"),
+        report(directory(f"results/{MACHINE}/figures"), patterns=["{name}.png"], caption="../report/figures.rst",
+               category="Figures"),
     log:
         f"runs/{MACHINE}/logs/report.log",
     shell:
