@@ -36,6 +36,18 @@ def load_records(paths) -> list[dict]:
     return records
 
 
+NCU_SUMMARY = {"tensor_pipe_util": "tensor_pct", "achieved_occupancy": "achieved_occupancy",
+               "sm_throughput": "sm_pct", "memory_throughput": "memory_pct"}
+
+
+def ncu_metrics(record: dict) -> list[dict]:
+    """An ncu run's kernel measurements, averaged over its kernels weighted by their time (%)."""
+    kernels = [k for k in record.get("ncu", {}).get("kernels", []) if k.get("duration_us")]
+    weight = sum(k["duration_us"] * k["launches"] for k in kernels)
+    return [{"metric": m, "unit": "%", "value": sum(k[c] * k["duration_us"] * k["launches"] for k in kernels) / weight}
+            for m, c in NCU_SUMMARY.items() if weight and all(c in k for k in kernels)]
+
+
 def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(metrics, cells) DataFrames from run records (ok, failed or skipped)."""
     rows, cells = [], []
@@ -43,7 +55,7 @@ def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
         keys = r["keys"]
         cells.append({**keys, "status": r["status"], "reason": r.get("reason")})
         if r["status"] == "ok":
-            rows += [{**keys, **m} for m in r["metrics"]]
+            rows += [{**keys, **m} for m in r["metrics"] + ncu_metrics(r)]
     metrics = pd.DataFrame(rows, columns=[*KEYS, "rep", "metric", "value", "unit"])
     return metrics, pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "reason"])
 

@@ -43,7 +43,7 @@ def stages_section(summary, cells, chain, workload, out: Path) -> str:
     df = pd.DataFrame(rows)
     shown = pd.DataFrame({"stage": df.stage, "variant": df.variant,
                           f"throughput ({df.unit[0]})": [fmt(m, lo, hi) for m, lo, hi in zip(df["median"], df.lo, df.hi)],
-                          "gain over the previous stage": [f"{g:.2f}x" if g else "" for g in df.gain],
+                          "gain over the previous stage": [f"{g:.2f}x" if pd.notna(g) else "" for g in df.gain],
                           "cumulative": [f"{m / df['median'][0]:.2f}x" for m in df["median"]]})
     fig = figures.waterfall(df, workload, df.unit[0], out / "figures" / f"stages-{workload}.png")
     return table(shown) + (f"\n![{workload} stage by stage](figures/{fig.name})\n" if fig else "")

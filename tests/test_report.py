@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from analysis import aggregate, report
+from analysis.tables import num
 
 H200 = sorted((Path(__file__).parent / "data" / "h200-timing").glob("*.json"))
 
@@ -31,7 +32,7 @@ def test_report_numbers_come_from_the_summary(results):
     row = next(line for line in text.splitlines() if line.startswith("| optimized |"))
     summary = aggregate.summarize(*aggregate.tidy(aggregate.load_records(H200)))
     tput = summary[(summary.workload == "resnet50") & (summary.variant == "optimized") & (summary.metric == "throughput")]
-    assert report.num(tput["median"].iloc[0]) in row
+    assert num(tput["median"].iloc[0]) in row
     assert "transformer_lm | optimized | timing | failed | non-finite loss" in text
 
 
@@ -43,4 +44,4 @@ def test_cpu_results_say_they_are_not_comparable(results, tmp_path):
 
 @pytest.mark.parametrize("x,text", [(5543.1, "5,543"), (32.88, "32.9"), (0.0412, "0.0412")])
 def test_number_format(x, text):
-    assert report.num(x) == text
+    assert num(x) == text
