@@ -101,3 +101,13 @@ def test_drain_empties_the_queue_the_warmup_filled(cpu_config):
     t.timed_step(0, last=5)
     assert t.drain() == 2 * 2  # 2 workers x prefetch_factor 2
     assert harness.prefetch_depth(t.knobs | {"num_workers": 0}) == 0
+
+
+def test_a_slow_phase_stops_after_its_time_but_not_before_its_floor():
+    import time
+    budget = harness.Budget(steps=30, seconds=0.05, floor=3)
+    assert [budget.last(k) for k in range(2)] == [False, False]
+    time.sleep(0.06)
+    assert not budget.last(1) and budget.last(2)  # past the time: stops once the floor is reached
+    assert harness.Budget(steps=30, seconds=None, floor=3).last(28) is False
+    assert harness.Budget(steps=30, seconds=None, floor=3).last(29) is True

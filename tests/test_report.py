@@ -3,6 +3,7 @@ the data (real H200 records from tests/data)."""
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from analysis import aggregate, report
@@ -45,3 +46,38 @@ def test_cpu_results_say_they_are_not_comparable(results, tmp_path):
 @pytest.mark.parametrize("x,text", [(5543.1, "5,543"), (32.88, "32.9"), (0.0412, "0.0412")])
 def test_number_format(x, text):
     assert num(x) == text
+
+
+CAPTURES = Path(__file__).parent / "data" / "h200-captures"
+
+
+def test_profiled_sections_come_from_real_nsys_and_ncu_records(tmp_path):
+    out = tmp_path / "h200"
+    aggregate.main(H200 + sorted(CAPTURES.glob("resnet50-*/metrics.json")), [], out)
+    shutil.copy(CAPTURES / "limits.json", out / "limits.json")
+    text = report.render(out).read_text()
+    part = text[text.index("## resnet50"):text.index("## transformer_lm")]
+    for section in ("### Where the time goes", "### Kernels", "Nsight Compute on the top kernels", "### Against the limit"):
+        assert section in part
+    nsys = {m["metric"]: m["value"] for m in __import__("json").loads(
+        (CAPTURES / "resnet50-baseline-nsys/metrics.json").read_text())["metrics"]}
+    row = next(line for line in part.splitlines() if line.startswith("| baseline | nsys |"))
+    assert num(nsys["gpu_busy"]) in row and num(nsys["kernels_per_step"]) in row
+    assert (out / "figures" / "time-resnet50.png").stat().st_size > 5000
+    assert "| resnet50 | input-bound |" in text  # the diagnosis of the baseline
+
+
+def test_stage_by_stage_takes_a_skipped_stage_from_the_variant_with_its_knobs(tmp_path):
+    from analysis import sections
+    cells = pd.DataFrame([("r", "upto-workers", "timing", 0, "skipped", "same knobs as workers here"),
+                          ("r", "upto-amp", "timing", 0, "ok", None)],
+                         columns=["workload", "variant", "profiler", "rep", "status", "reason"])
+    rows = [("r", v, "timing", "throughput", "samples/s", m, m, m, 1, "ok", None)
+            for v, m in (("baseline", 100.0), ("workers", 400.0), ("upto-amp", 1000.0))]
+    summary = pd.DataFrame(rows, columns=["workload", "variant", "profiler", "metric", "unit", "median", "lo", "hi",
+                                          "n", "status", "reason"])
+    assert sections.stage_variants(cells, ["workers", "amp"], "r") == [
+        ("baseline", "baseline"), ("+ workers", "workers"), ("+ amp", "upto-amp")]
+    text = sections.stages_section(summary, cells, ["workers", "amp"], "r", tmp_path)
+    assert "| + workers | workers | 400 | 4.00x | 4.00x |" in text and "| + amp | upto-amp | 1,000 | 2.50x | 10.00x |" in text
+    assert (tmp_path / "figures" / "stages-r.png").stat().st_size > 5000

@@ -66,3 +66,36 @@ def test_ablation_leaves_exactly_one_fix_out(cfg):
 def test_unknown_variant_lists_the_known_ones(cfg):
     with pytest.raises(KeyError, match="unknown variant 'fast'; known: baseline, workers"):
         resolve(cfg, "fast", "resnet50")
+
+
+def test_stages_add_the_fixes_of_the_chain_in_order(cfg):
+    chain = cfg["stages"]["fixes"]
+    knobs, reason = resolve(cfg, f"upto-{chain[2]}", "resnet50")
+    expected = dict(cfg["baseline"])
+    for f in chain[:3]:
+        expected.update(cfg["fixes"][f])
+    assert reason is None and knobs == expected
+    assert resolve(cfg, f"upto-{chain[0]}", "resnet50") == (None, f"same knobs as {chain[0]} here")
+    assert variants.in_scope(cfg, "resnet50", "upto-amp") and not variants.in_scope(cfg, "lstm", "upto-amp")
+    assert variants.in_scope(cfg, "lstm", "amp")
+
+
+def test_profilers_observe_the_cells_the_preset_names_and_ncu_needs_nsys():
+    from workloads import matrix
+    cfg = matrix.resolve(config.load(overrides={"preset": "gpu"}))
+    cfg.update(cuda=True, tools={"nsys": "true", "ncu": "true"})  # tools found on PATH
+    cfg["presets"]["gpu"]["profile"] = {"nsys": {"variants": ["baseline"]}, "ncu": {"variants": ["baseline", "amp"]}}
+    cells = {(c["keys"]["workload"], c["keys"]["variant"], c["keys"]["profiler"], c["keys"]["rep"]): c
+             for c in matrix.cells(cfg)}
+    assert ("lstm", "baseline", "nsys", 0) in cells and ("lstm", "amp", "nsys", 0) not in cells
+    assert ("lstm", "baseline", "nsys", 1) not in cells  # profilers observe one repetition
+    assert ("lstm", "baseline", "timing", 2) in cells
+    assert cells[("lstm", "baseline", "ncu", 0)]["spec"]["timeline"].endswith("lstm/baseline/nsys/rep0/metrics.json")
+    assert "nsys timeline" in cells[("lstm", "amp", "ncu", 0)]["reason"]
+
+
+def test_an_unknown_fix_in_the_stages_is_one_clear_error():
+    from workloads import matrix
+    cfg = config.load(overrides={"stages": {"workloads": ["resnet50"], "fixes": ["workers", "turbo"]}})
+    with pytest.raises(config.ConfigError, match="stages.fixes: unknown fix 'turbo'; known: workers"):
+        matrix.resolve(cfg)

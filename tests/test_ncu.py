@@ -1,0 +1,76 @@
+"""ncu: the kernel choice from the nsys timeline, the bound classification, the permission hint,
+a broken report named in the error, and the summary of real H200 ncu records."""
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from analysis import aggregate
+from profiles import ncu
+
+DATA = Path(__file__).parent / "data/h200-captures"
+
+
+@pytest.mark.parametrize("sm,mem,expected", [(82.7, 42.1, "compute"), (40.0, 75.0, "memory"), (70.0, 70.0, "memory"),
+                                             (30.0, 45.0, "latency"), (59.9, 0.0, "latency")])
+def test_bound_class(sm, mem, expected):
+    assert ncu.bound(sm, mem) == expected
+
+
+def test_the_command_profiles_exactly_the_top_kernels_of_the_cells_nsys_timeline(tmp_path):
+    timeline = DATA / "resnet50-optimized-nsys/metrics.json"
+    spec = {"timeline": str(timeline), "ncu_kernels": 3, "tools": {"ncu": "ncu"}}
+    cmd = ncu.Ncu(spec, True, tmp_path).command(spec, tmp_path)
+    chosen = [k["mangled"] for k in json.loads(timeline.read_text())["nsys"]["kernels"][:3]]
+    pattern = cmd[cmd.index("--kernel-name") + 1]
+    assert pattern.startswith("regex:") and cmd[cmd.index("--clock-control") + 1] == "none"
+    regex = re.compile(pattern[len("regex:"):])
+    assert all(regex.fullmatch(m) for m in chosen)
+    others = [k["mangled"] for k in json.loads(timeline.read_text())["nsys"]["kernels"][3:]]
+    assert not any(regex.fullmatch(m) for m in others if m not in chosen)
+    assert all(s in cmd for s in ncu.SECTIONS) and "--profile-from-start" in cmd
+
+
+def test_no_usable_timeline_is_the_cells_error(tmp_path):
+    spec = {"timeline": str(tmp_path / "missing.json"), "ncu_kernels": 3}
+    with pytest.raises(ValueError, match="no nsys timeline"):
+        ncu.chosen_kernels(spec)
+    failed = tmp_path / "failed.json"
+    failed.write_text(json.dumps({"status": "failed", "reason": "out of memory (batch_size=256)"}))
+    with pytest.raises(ValueError, match="out of memory"):
+        ncu.chosen_kernels({**spec, "timeline": str(failed)})
+
+
+def test_missing_counter_permission_fails_the_cell_with_the_way_to_grant_it(tmp_path):
+    out = tmp_path / "metrics.json"
+    shutil.copy(DATA / "resnet50-optimized-ncu/metrics.json", out)
+    record = json.loads(out.read_text())
+    record.pop("ncu")
+    out.write_text(json.dumps(record))
+    output = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters"
+    ncu.Ncu(record["spec"], True, tmp_path).finish(record["spec"], out, 0, output, 1.0)
+    after = json.loads(out.read_text())
+    assert after["status"] == "failed" and "NVreg_RestrictProfilingToAdminUsers=0" in after["reason"]
+
+
+@pytest.mark.parametrize("content", [b"", b"not an ncu report", None])
+def test_a_broken_report_is_an_error_naming_the_file(tmp_path, content):
+    path = tmp_path / "ncu.ncu-rep"
+    if content is not None:
+        path.write_bytes(content if content else b"")
+    elif (DATA / "lstm-baseline-nsys/nsys.sqlite").exists():
+        shutil.copy(DATA / "lstm-baseline-nsys/nsys.sqlite", path)  # a real file of another tool
+    with pytest.raises(ValueError, match=str(path)):
+        ncu.parse(path)
+
+
+def test_ncu_records_from_the_h200_summarize_into_time_weighted_metrics():
+    record = json.loads((DATA / "resnet50-optimized-ncu/metrics.json").read_text())
+    kernels = record["ncu"]["kernels"]
+    rows = {m["metric"]: m["value"] for m in aggregate.ncu_metrics(record)}
+    lo, hi = min(k["tensor_pct"] for k in kernels), max(k["tensor_pct"] for k in kernels)
+    assert lo <= rows["tensor_pipe_util"] <= hi
+    assert set(rows) == set(aggregate.NCU_SUMMARY)
+    assert all(k["bound"] == ncu.bound(k["sm_pct"], k["memory_pct"]) for k in kernels)
