@@ -1,7 +1,8 @@
 """Run records (metrics.json) -> tidy tables for one machine.
 
 metrics.csv  one row per run x metric (the raw measurements, every repetition)
-cells.csv    one row per cell (workload, variant, profiler, rep): ok / failed / skipped, and why
+cells.csv    one row per cell (workload, variant, profiler, rep): ok / failed / skipped, why, and
+             for a failed cell the last lines of its log
 summary.csv  one row per workload x variant x profiler x metric: median over repetitions with its
              spread lo..hi (min..max over repetitions), n (repetitions that ran); a cell with no
              successful repetition has one row with its status and reason instead.
@@ -53,11 +54,12 @@ def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, cells = [], []
     for r in records:
         keys = r["keys"]
-        cells.append({**keys, "status": r["status"], "reason": r.get("reason")})
+        cells.append({**keys, "status": r["status"], "reason": r.get("reason"),
+                      "log_tail": " | ".join(r.get("log_tail", []))})
         if r["status"] == "ok":
             rows += [{**keys, **m} for m in r["metrics"] + ncu_metrics(r)]
     metrics = pd.DataFrame(rows, columns=[*KEYS, "rep", "metric", "value", "unit"])
-    return metrics, pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "reason"])
+    return metrics, pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "reason", "log_tail"])
 
 
 def step_losses(records: list[dict]) -> pd.DataFrame:

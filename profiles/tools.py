@@ -109,4 +109,6 @@ class WrappingObserver:
                 record.update(status="failed", reason=f"{self.name}: {e}"[:400])
         elif returncode and record.get("reason") is None:
             record["reason"] = self.failure(output)
+        if record["status"] != "ok":
+            record.setdefault("log_tail", output.strip().splitlines()[-8:])
         write_json(out, record)

@@ -84,6 +84,7 @@ def test_non_finite_loss_fails_the_cell(cpu_config):
     spec["params"]["lr"] = 1e30  # poisons the weights: the second loss is inf or nan
     record = harness.run(spec)
     assert record["status"] == "failed" and "non-finite loss" in record["reason"]
+    assert "NonFiniteLoss" in record["log_tail"][-1]  # the log's last lines travel with the record
 
 
 @cuda

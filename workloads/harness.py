@@ -28,6 +28,9 @@ from workloads.data import check_dataset
 AUTOCAST = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
 
 
+LOG_TAIL = 8  # lines of a failed cell's log kept in its record
+
+
 class NonFiniteLoss(RuntimeError):
     pass
 
@@ -311,6 +314,7 @@ def run(spec: dict, log=None, out_dir: str | Path | None = None) -> dict:
         record.update(status="ok", reason=None, **train(spec, log, out))
     except Exception as e:  # the cell failed; the matrix goes on
         traceback.print_exc()
-        record.update(status="failed", reason=failure_reason(e, spec))
+        record.update(status="failed", reason=failure_reason(e, spec),
+                      log_tail=traceback.format_exc().strip().splitlines()[-LOG_TAIL:])
     log(f"{record['status']}" + (f": {record['reason']}" if record["reason"] else ""))
     return record
