@@ -7,6 +7,12 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
+
+
+localrules:
+    all,
+    repetition_done,
+
 include: "rules/data.smk"
 include: "rules/run.smk"
 include: "rules/aggregate.smk"

@@ -46,7 +46,7 @@ class WrappingObserver:
         if not cuda:
             return f"{cls.name} needs a CUDA GPU; this machine has none"
         setting = config.get("tools", {}).get(cls.name)
-        if not find(cls.name, setting):
+        if config.get("tools_checked_here", True) and not find(cls.name, setting):
             return f"{cls.name} not found (on PATH, or set tools.{cls.name} in config/config.yaml)"
         return None
 

@@ -16,7 +16,7 @@ MACHINE, PRESET = R["machine"], R["preset"]
 REPS = R["presets"][PRESET]["repetitions"]
 CELLS = matrix.cells(R)
 SKIPPED = [c for c in CELLS if c["status"] == "skipped"]
-GPU = 1 if R["cuda"] else 0
+GPU = 1 if R["cuda"] else 0  # the scheduler's GPU request for the rules that train
 
 # A sweep: the cells of one workload x profiler x repetition, run by one process (workloads/sweep.py).
 SWEEPS = {}

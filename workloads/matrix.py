@@ -14,10 +14,14 @@ from workloads.variants import Machine
 def resolve(config: dict) -> dict:
     """Fill in 'auto' (machine, preset) and 'all' (workloads, variants); check every name."""
     config = dict(config)
-    cuda = env.has_cuda()
+    declared = config.get("gpu_jobs", "auto")
+    cuda = env.has_cuda() if declared == "auto" else bool(declared)
+    config["tools_checked_here"] = declared == "auto"  # else the jobs run elsewhere (a cluster's GPU nodes)
     if config["preset"] == "auto":
         config["preset"] = "gpu" if cuda else "cpu"
     if config["machine"] == "auto":
+        if declared != "auto":
+            raise ConfigError("machine: name the GPU nodes' machine (e.g. machine=h200) when gpu_jobs is set")
         config["machine"] = env.machine_slug()
     config["cuda"] = cuda
     known = {"workloads": workloads.names(), "variants": variants.names(config), "profilers": list(OBSERVERS)}
