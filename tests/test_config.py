@@ -54,3 +54,13 @@ def test_missing_or_empty_real_dataset_stops_the_pipeline_before_any_run(tmp_pat
         out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config",
                               f"datasets={{resnet50: {path}}}"], cwd=root, capture_output=True, text=True, timeout=300)
         assert out.returncode != 0 and f"trainperf: dataset {path} {message}" in out.stdout + out.stderr
+
+
+def test_gpu_jobs_declares_gpu_nodes_behind_a_login_node():
+    from workloads import matrix
+    cfg = matrix.resolve(config.load(overrides={"gpu_jobs": True, "machine": "h200", "tools": {"nsys": "not-on-this-host"}}))
+    assert cfg["preset"] == "gpu" and cfg["cuda"] is True
+    cell = matrix.cell(cfg, "resnet50", "pinned-async", "nsys")  # CUDA-only knobs and tools: for the nodes to run
+    assert cell["status"] == "run", cell["reason"]
+    with pytest.raises(config.ConfigError, match="machine: name the GPU nodes' machine"):
+        matrix.resolve(config.load(overrides={"gpu_jobs": True}))
