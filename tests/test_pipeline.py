@@ -23,7 +23,7 @@ def snakemake(workdir, *args):
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
     work = tmp_path_factory.mktemp("project")
-    for part in ("Snakefile", "rules", "config"):
+    for part in ("Snakefile", "rules", "config", "report"):
         (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, work / part)
     done = snakemake(work, "--config", "preset=cpu")
     assert done.returncode == 0, done.stderr[-3000:]

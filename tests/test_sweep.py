@@ -35,18 +35,27 @@ def test_a_killed_cell_is_recorded_and_the_next_cell_runs(cpu_config, tmp_path):
     assert json.loads((tmp_path / "sweep.json").read_text())["records"] == [p for _, p in jobs]
 
 
+def run_sweep(jobs, out):
+    """A sweep as the pipeline runs it: its own process (forking a test runner full of threads
+    could deadlock the child, which a real sweep process never is)."""
+    cmd = [sys.executable, "-m", "workloads.cli", "sweep", "--jobs", json.dumps([[s, str(p)] for s, p in jobs]),
+           "--out", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+
+
 def test_a_failed_cell_hands_over_to_a_fresh_process_and_a_rerun_skips_done_cells(cpu_config, tmp_path):
     poisoned = spec_of(cpu_config, "lstm", "baseline")
     poisoned["params"]["lr"] = 1e30  # the loss turns non-finite
     fine = spec_of(cpu_config, "lstm", "lazy-sync")
     jobs = [(poisoned, tmp_path / "a/metrics.json"), (fine, tmp_path / "b/metrics.json")]
-    sweep.sweep(jobs)
+    run_sweep(jobs, tmp_path / "sweep.json")
     first, second = (json.loads(p.read_text()) for _, p in jobs)
     assert first["status"] == "failed" and "non-finite loss" in first["reason"]
-    assert second["status"] == "ok" and second["env"]
+    assert second["status"] == "ok" and second["env"] and second["pid"] != first["pid"]
     stamps = [p.stat().st_mtime_ns for _, p in jobs]
-    sweep.sweep(jobs)  # nothing left to do
+    run_sweep(jobs, tmp_path / "sweep.json")  # nothing left to do
     assert [p.stat().st_mtime_ns for _, p in jobs] == stamps
     fine["measured_steps"] = 4  # a changed spec is a different cell: it runs again
-    sweep.sweep(jobs)
+    assert not sweep.done(fine, jobs[1][1])
+    run_sweep(jobs, tmp_path / "sweep.json")
     assert json.loads(jobs[1][1].read_text())["spec"]["measured_steps"] == 4

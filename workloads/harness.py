@@ -7,6 +7,7 @@ input, the GPU time between step ends (CUDA events, no extra sync) and the loss.
 from __future__ import annotations
 
 import math
+import os
 import resource
 import statistics
 import sys
@@ -308,7 +309,8 @@ def run(spec: dict, log=None, out_dir: str | Path | None = None) -> dict:
     tag = f"[{spec['workload']}/{spec['variant']}/{spec['profiler']} rep{spec['rep']}]"
     log = log or (lambda msg: print(f"{tag} {msg}", file=sys.stderr, flush=True))
     record = {"keys": {k: spec[k] for k in ("workload", "variant", "profiler", "rep")},
-              "spec": spec, "env": env.fingerprint(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+              "spec": spec, "env": env.fingerprint(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+              "pid": os.getpid()}
     try:
         out = Path(out_dir) if out_dir else Path.cwd() / "runs" / "adhoc" / spec["workload"] / spec["variant"]
         record.update(status="ok", reason=None, **train(spec, log, out))
