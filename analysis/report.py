@@ -78,6 +78,7 @@ def workload_part(summary, tables: dict, workload: str, out: Path, cfg: dict) ->
 
 def render(out_dir: str | Path) -> Path:
     out = Path(out_dir)
+    (out / "figures").mkdir(exist_ok=True)  # a declared output, even when no figure can be drawn
     summary = pd.read_csv(out / "summary.csv")
     machine = out.name
     cfg = config.load()

@@ -38,7 +38,8 @@ def test_every_cell_is_run_or_skipped_with_a_reason(pipeline):
     assert len(table) == len(cells)
     for c in cells:
         k = c["keys"]
-        rows = summary[(summary.workload == k["workload"]) & (summary.variant == k["variant"])]
+        rows = summary[(summary.workload == k["workload"]) & (summary.variant == k["variant"])
+                       & (summary.profiler == k["profiler"])]
         assert len(rows), f"{k} missing from summary.csv"
         if c["status"] == "skipped":
             assert rows.status.tolist() == ["skipped"] and rows.reason.iloc[0] == c["reason"]
@@ -52,7 +53,7 @@ def test_every_cell_is_run_or_skipped_with_a_reason(pipeline):
 def test_summary_has_the_documented_columns_and_derived_rows(pipeline):
     summary = pd.read_csv(pipeline / "results/cpu/summary.csv")
     assert {"workload", "variant", "profiler", "metric", "unit", "median", "lo", "hi", "n"} <= set(summary)
-    speedup = summary[(summary.metric == "speedup") & (summary.variant == "baseline")]
+    speedup = summary[(summary.metric == "speedup") & (summary.variant == "baseline") & (summary.profiler == "timing")]
     assert len(speedup) == len(workloads.names()) and (speedup["median"] == 1.0).all()
     assert set(summary[summary.metric == "loss_vs_baseline"].unit) == {"%"}
     report = (pipeline / "results/cpu/REPORT.md").read_text()
