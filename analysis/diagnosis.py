@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.tables import row
+
 INPUT_SHARE = 30.0
 IDLE_SHARE = 20.0
 SHORT_KERNEL_US = 20.0
@@ -32,10 +34,9 @@ PRESCRIPTION = {"input-bound": "workers", "sync-bound": "lazy-sync", "launch-bou
 def value(summary: pd.DataFrame, workload: str, variant: str, metric: str, profilers=("timing",)) -> float | None:
     """The median of a metric, from the first of `profilers` that measured it."""
     for p in profilers:
-        r = summary[(summary.workload == workload) & (summary.variant == variant) & (summary.profiler == p)
-                    & (summary.metric == metric) & (summary.status == "ok")]
-        if len(r):
-            return float(r["median"].iloc[0])
+        r = row(summary, workload, variant, metric, p)
+        if r is not None:
+            return float(r["median"])
     return None
 
 

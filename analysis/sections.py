@@ -9,13 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import figures
-from analysis.tables import fmt, num, table
-
-
-def metric(summary: pd.DataFrame, workload: str, variant: str, name: str, profiler: str = "timing"):
-    r = summary[(summary.workload == workload) & (summary.variant == variant) & (summary.profiler == profiler)
-                & (summary.metric == name) & (summary.status == "ok")]
-    return r.iloc[0] if len(r) else None
+from analysis.tables import fmt, num, row as metric, table
 
 
 def stage_variants(cells: pd.DataFrame, chain: list[str], workload: str) -> list[tuple[str, str]]:
@@ -58,7 +52,9 @@ def breakdown(summary: pd.DataFrame, workload: str) -> pd.DataFrame:
             busy = metric(summary, workload, variant, busy_name, prof)
             if busy is None:
                 continue
-            get = lambda n: (lambda r: None if r is None else r["median"])(metric(summary, workload, variant, n, prof))
+            def get(name):
+                r = metric(summary, workload, variant, name, prof)
+                return None if r is None else r["median"]
             kern, step, inp = get("gpu_kernel_share"), get("profiled_step_time"), get("phase_input")
             rows.append({"label": f"{variant} [{prof}]", "variant": variant, "profiler": prof,
                          "kernels": kern, "copies only": max(0.0, busy["median"] - kern), "idle": 100 - busy["median"],

@@ -1,4 +1,4 @@
-"""Formatting numbers and Markdown tables for the report."""
+"""Reading summary.csv rows and formatting numbers and Markdown tables for the report."""
 from __future__ import annotations
 
 import pandas as pd
@@ -18,3 +18,10 @@ def fmt(median, lo, hi) -> str:
 def table(df: pd.DataFrame) -> str:
     head = "| " + " | ".join(df.columns) + " |\n| " + " | ".join("---" for _ in df.columns) + " |\n"
     return head + "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in df.itertuples(index=False))
+
+
+def row(summary: pd.DataFrame, workload: str, variant: str, metric: str, profiler: str = "timing"):
+    """The successful summary row of one cell's metric, or None."""
+    r = summary[(summary.workload == workload) & (summary.variant == variant) & (summary.profiler == profiler)
+                & (summary.metric == metric) & (summary.status == "ok")]
+    return r.iloc[0] if len(r) else None

@@ -24,15 +24,16 @@ COPY_KINDS = {1: "h2d", 2: "d2h", 8: "d2d"}
 GAP_BINS_US = [0, 10, 100, 1_000, 10_000, float("inf")]
 GAP_LABELS = ["<10us", "10-100us", "0.1-1ms", "1-10ms", ">=10ms"]
 SYNC_CALLS = re.compile(r"Synchronize|^cudaMemcpy(?:_v\d+)?$|^cuMemcpy[DH]to[DH](?:_v\d+)?$")
-QUERIES = {
-    "kernels": "SELECT k.start, k.end, s.value AS name, m.value AS mangled FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-               "JOIN StringIds s ON s.id = k.shortName JOIN StringIds m ON m.id = k.mangledName",
-    "copies": "SELECT start, end, copyKind AS kind, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY",
-    "memsets": "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET",
-    "runtime": "SELECT r.start, r.end, s.value AS name FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-               "JOIN StringIds s ON s.id = r.nameId",
-    "nvtx": "SELECT n.start, n.end, COALESCE(n.text, s.value) AS name FROM NVTX_EVENTS n "
-            "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL",
+QUERIES = {  # name -> (the table it needs, the query)
+    "kernels": ("CUPTI_ACTIVITY_KIND_KERNEL",
+                "SELECT k.start, k.end, s.value AS name, m.value AS mangled FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                "JOIN StringIds s ON s.id = k.shortName JOIN StringIds m ON m.id = k.mangledName"),
+    "copies": ("CUPTI_ACTIVITY_KIND_MEMCPY", "SELECT start, end, copyKind AS kind, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY"),
+    "memsets": ("CUPTI_ACTIVITY_KIND_MEMSET", "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET"),
+    "runtime": ("CUPTI_ACTIVITY_KIND_RUNTIME", "SELECT r.start, r.end, s.value AS name FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                "JOIN StringIds s ON s.id = r.nameId"),
+    "nvtx": ("NVTX_EVENTS", "SELECT n.start, n.end, COALESCE(n.text, s.value) AS name FROM NVTX_EVENTS n "
+             "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL"),
 }
 
 
@@ -47,8 +48,8 @@ def load(path: str | Path) -> dict[str, pd.DataFrame]:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "StringIds" not in tables:
                 raise ValueError("it has no StringIds table")
-            return {name: pd.read_sql_query(q, db) if q.split(" FROM ")[1].split()[0] in tables
-                    else pd.DataFrame(columns=["start", "end"]) for name, q in QUERIES.items()}
+            return {name: pd.read_sql_query(q, db) if table in tables else pd.DataFrame(columns=["start", "end"])
+                    for name, (table, q) in QUERIES.items()}
     except (sqlite3.DatabaseError, ValueError, pd.errors.DatabaseError) as e:
         raise ValueError(f"{path}: not a readable Nsight Systems SQLite export ({e})") from e
 

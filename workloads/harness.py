@@ -220,7 +220,6 @@ def train(spec: dict, log, out_dir: Path) -> dict:
     host_peak_reset()
     t = Trainer(spec, mark=observer.phase)
     bs = t.workload.params["batch_size"]
-    limit = lambda key: spec.get(key) if observer.time_bounded else None
     t_start, warm, i = time.perf_counter(), [], 0
     budget = Budget(spec["warmup_steps"], spec.get("max_warmup_s"), 2)
     while True:
@@ -237,7 +236,7 @@ def train(spec: dict, log, out_dir: Path) -> dict:
         f"{drained} queued batches drained")
     steps, events, measured = [], [], spec["measured_steps"]
     with observer.window():
-        budget = Budget(measured, limit("max_measure_s"), 3)
+        budget = Budget(measured, spec.get("max_measure_s") if observer.time_bounded else None, 3)
         t0 = budget.t0
         for k in range(measured):
             last = budget.last(k)

@@ -78,12 +78,13 @@ def fork_cells(jobs: list[tuple[dict, Path]]) -> int:
     return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def wrapped_cell(spec: dict, out: Path, observer) -> int:
+def wrapped_cell(spec: dict, out: Path, observer_cls) -> int:
     """One cell as its own process under a profiling tool; then the tool's output is parsed into
     the record (or the tool's error becomes the cell's reason)."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    observer = observer_cls(spec, False, out.parent)
     try:
-        prefix = observer(spec, False, out.parent).command(spec, out.parent)
+        prefix = observer.command(spec, out.parent)
     except (ValueError, OSError) as e:
         keys = {k: spec[k] for k in ("workload", "variant", "profiler", "rep")}
         write_json(out, {"keys": keys, "spec": spec, "status": "failed", "reason": str(e)[:400]})
@@ -93,7 +94,7 @@ def wrapped_cell(spec: dict, out: Path, observer) -> int:
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     sys.stderr.write(proc.stdout)
-    observer(spec, False, out.parent).finish(spec, out, proc.returncode, proc.stdout, time.perf_counter() - t0)
+    observer.finish(spec, out, proc.returncode, proc.stdout, time.perf_counter() - t0)
     return 0 if done(spec, out) else proc.returncode
 
 

@@ -96,9 +96,10 @@ def resolve(name: str, workload: type[Workload], config: dict, machine: Machine)
         return optimized, None
     if name.startswith("upto-") and name[len("upto-"):] in config.get("stages", {}).get("fixes", []):
         knobs = stage_knobs(name, base, applicable, config)
+        chain = config["stages"]["fixes"]
+        before = reversed(chain[:chain.index(name[len("upto-"):])])  # the nearest earlier stage first
         earlier = {"baseline": base, **{f: {**base, **k} for f, k in singles.items()}, "optimized": optimized,
-                   **{n: stage_knobs(n, base, applicable, config) for n in names(config)[names(config).index(name) - 1::-1]
-                      if n.startswith("upto-")}}
+                   **{f"upto-{f}": stage_knobs(f"upto-{f}", base, applicable, config) for f in before}}
         same = next((e for e, k in earlier.items() if effective(k, base, machine) == effective(knobs, base, machine)), None)
         return (None, f"same knobs as {same} here") if same else (knobs, None)
     if name.startswith("optimized-no-") and name[len("optimized-no-"):] in fx:
