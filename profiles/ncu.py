@@ -2,8 +2,11 @@
 
 The kernels come from the nsys timeline of the same cell (the N with the most GPU time per step,
 N = `ncu_kernels` in the config). The cell runs under `ncu --clock-control none
---profile-from-start off`, and the harness opens profiling for one measured step only, so ncu's
-kernel replays (dozens of passes each) stay bounded: N kernels x their launches in one step.
+--profile-from-start off`, and the harness opens profiling for one measured step only; within it
+ncu profiles at most LAUNCHES_PER_CONFIG launches of each chosen kernel per launch configuration
+(grid, block, shared memory: `--filter-mode per-launch-config`), so every chosen kernel is
+measured (a kernel launched a hundred times a step cannot use up a global launch cap) and the
+replays (dozens of passes each) stay bounded.
 The report is read with the `ncu_report` module (no GPU needed), one row per kernel: duration,
 SM / memory / DRAM throughput (% of peak), achieved and theoretical occupancy, registers per
 thread, tensor-pipe utilization, and a bound class from the speed-of-light numbers.
@@ -31,7 +34,7 @@ METRICS = {  # column -> ncu metric
     "tensor_pct": TENSOR,
 }
 HIGH = 60.0  # % of peak from which a unit counts as the limiter (ncu's own rules use 60-80)
-LAUNCHES_PER_KERNEL = 8  # at most this many launches profiled per chosen kernel, on average
+LAUNCHES_PER_CONFIG = 2  # launches profiled per kernel and launch configuration
 PERMISSION_HINT = ("ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run it as root, or "
                    "let all users profile with the nvidia module option NVreg_RestrictProfilingToAdminUsers=0 "
                    "(https://developer.nvidia.com/ERR_NVGPUCTRPERM)")
@@ -114,7 +117,8 @@ class Ncu(WrappingObserver):
         sections = [x for s in SECTIONS for x in ("--section", s)]
         return [self.tool(spec), "--clock-control", "none", "--profile-from-start", "off",
                 "--target-processes", "all", "--kernel-name-base", "mangled", "--kernel-name", f"regex:^({names})$",
-                "--launch-count", str(LAUNCHES_PER_KERNEL * len(kernels)), *sections, "--metrics", TENSOR,
+                "--filter-mode", "per-launch-config", "--launch-count", str(LAUNCHES_PER_CONFIG),
+                *sections, "--metrics", TENSOR,
                 "-o", str(Path(out_dir) / "ncu"), "-f"]
 
     def step(self) -> None:

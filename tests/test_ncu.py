@@ -31,6 +31,9 @@ def test_the_command_profiles_exactly_the_top_kernels_of_the_cells_nsys_timeline
     others = [k["mangled"] for k in json.loads(timeline.read_text())["nsys"]["kernels"][3:]]
     assert not any(regex.fullmatch(m) for m in others if m not in chosen)
     assert all(s in cmd for s in ncu.SECTIONS) and "--profile-from-start" in cmd
+    # the launch cap counts per kernel and launch configuration: no kernel uses up the others' share
+    assert cmd[cmd.index("--filter-mode") + 1] == "per-launch-config"
+    assert cmd[cmd.index("--launch-count") + 1] == str(ncu.LAUNCHES_PER_CONFIG)
 
 
 def test_no_usable_timeline_is_the_cells_error(tmp_path):
