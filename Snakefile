@@ -12,6 +12,7 @@ include: "rules/common.smk"
 localrules:
     all,
     repetition_done,
+    records,
 
 include: "rules/data.smk"
 include: "rules/run.smk"
@@ -22,3 +23,4 @@ rule all:
     input:
         f"results/{MACHINE}/REPORT.md",
         f"results/{MACHINE}/limits.json",
+        f"results/{MACHINE}/records/metrics-json.tgz",

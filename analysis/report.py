@@ -58,8 +58,8 @@ def workload_part(summary, tables: dict, workload: str, out: Path, cfg: dict) ->
     order = variants.names(cfg)
     names = [v for v in order if v in present] + sorted(present - set(order))
     parts = [f"## {workload}\n", "### Every variant against the baseline\n",
-             variants_table(summary, workload, [v for v in names if not v.startswith(("optimized-no-", "upto-"))])]
-    ablations = [v for v in names if v.startswith("optimized")]
+             variants_table(summary, workload, [v for v in names if not v.startswith(("optimized-no-", "upto-", "ddp"))])]
+    ablations = [v for v in names if v == "optimized" or v.startswith("optimized-no-")]
     if len(ablations) > 1:
         parts += ["### Ablation: optimized with one fix left out\n", variants_table(summary, workload, ablations)]
     fig = figures.speedups(ok, workload, out / "figures" / f"speedup-{workload}.png")
@@ -67,6 +67,8 @@ def workload_part(summary, tables: dict, workload: str, out: Path, cfg: dict) ->
         parts.append(f"![{workload} speedups](figures/{fig.name})\n")
     chain = cfg.get("stages", {}).get("fixes", [])
     for title, text in (
+            ("Past the articles: levers on top of optimized", sections.tuning_section(summary, workload, names)),
+            ("Data-parallel scaling", sections.scaling_section(summary, workload, names)),
             ("Stage by stage: one fix after another", sections.stages_section(summary, tables["cells"], chain, workload, out)),
             ("Where the time goes", sections.time_section(summary, workload, out)),
             ("Kernels", sections.kernels_section(tables["kernels"], workload)),

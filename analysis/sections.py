@@ -100,6 +100,43 @@ def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5) -> str:
     return "\n".join(parts)
 
 
+def over_optimized(summary, workload: str, names: list[str], extra) -> list[dict]:
+    """Rows for variants measured against `optimized`: throughput, its ratio to optimized's
+    (medians), and what `extra(variant, row)` adds."""
+    ref = metric(summary, workload, "optimized", "throughput")
+    rows = []
+    for v in ["optimized", *names]:
+        r = metric(summary, workload, v, "throughput")
+        if r is None or ref is None:
+            continue
+        rows.append({"variant": v, f"throughput ({r['unit']})": fmt(r["median"], r["lo"], r["hi"]),
+                     "vs optimized (x)": f"{r['median'] / ref['median']:.2f}", **extra(v, r, ref)})
+    return rows if len(rows) > 1 else []
+
+
+def tuning_section(summary, workload: str, names: list[str]) -> str:
+    """The levers past the articles' fixes (optimized+<lever>), each against optimized."""
+    def loss(v, r, ref):
+        x = metric(summary, workload, v, "loss_vs_baseline")
+        return {"loss vs baseline (%)": fmt(x["median"], x["lo"], x["hi"]) if x is not None else ""}
+    rows = over_optimized(summary, workload, [v for v in names if v.startswith("optimized+")], loss)
+    return table(pd.DataFrame(rows)) if rows else ""
+
+
+def scaling_section(summary, workload: str, names: list[str]) -> str:
+    """Data-parallel scaling: optimized on 1 GPU and ddp<N> on N, with the efficiency
+    (throughput / (N x one GPU's)) and the time in NCCL's all-reduce (nsys, rank 0)."""
+    def scale(v, r, ref):
+        n = int(v[3:]) if v.startswith("ddp") else 1
+        ar = metric(summary, workload, v, "allreduce_time", "nsys")
+        share = metric(summary, workload, v, "allreduce_share", "nsys")
+        return {"GPUs": n, "scaling efficiency (%)": f"{100 * r['median'] / (n * ref['median']):.0f}",
+                "all-reduce (ms/step, nsys)": num(ar["median"]) if ar is not None else "",
+                "all-reduce (% of kernel time)": num(share["median"]) if share is not None else ""}
+    rows = over_optimized(summary, workload, [v for v in names if re.fullmatch(r"ddp\d+", v)], scale)
+    return table(pd.DataFrame(rows)) if rows else ""
+
+
 def limits_section(summary, variants: pd.DataFrame, limits: dict, workload: str) -> str:
     """Achieved model FLOP/s per variant against the matmul peak of its precision on this machine."""
     per_sample = limits.get("flops_per_sample", {}).get(workload)

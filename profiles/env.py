@@ -65,6 +65,10 @@ def has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
+def gpu_count() -> int:
+    return torch.cuda.device_count() if has_cuda() else 0
+
+
 def machine_slug() -> str:
     """'h200' for an NVIDIA H200, the model's last word in general; 'cpu' without a GPU."""
     if not has_cuda():
@@ -80,7 +84,7 @@ def fingerprint() -> dict:
         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if has_cuda() else None,
         "dali": _version("nvidia-dali-cuda130"), "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
         "gpu": torch.cuda.get_device_name(0) if has_cuda() else None,
-        "gpu_count": torch.cuda.device_count() if has_cuda() else 0,
+        "gpu_count": gpu_count(),
         "git_commit": _git_commit(),
     }
     if has_cuda():

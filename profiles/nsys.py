@@ -2,9 +2,12 @@
 
 The cell runs as its own process under `nsys profile -t cuda,nvtx --sample=none --cpuctxsw=none
 --capture-range=cudaProfilerApi`: the harness opens the capture when the measured steps begin and
-closes it when they end, and marks each step and phase (input, forward, backward, optimizer, sync: the loss read) with
-NVTX ranges. The report is exported to SQLite and `parse()` reads it: GPU busy share, idle gaps,
-copy time by direction, kernels per step, top kernels, synchronizing API calls, time per phase.
+closes it when they end, and marks each step and phase (input, forward, backward, optimizer,
+sync: the loss read) with NVTX ranges. The report is exported to SQLite and `parse()` reads it:
+GPU busy share, idle gaps, copy time by direction, kernels per step, top kernels, synchronizing
+API calls, time per phase, and the share of kernel time in NCCL collectives (the all-reduce of a
+data-parallel cell). A capture of several processes (the ranks of a data-parallel cell) is read
+for one of them: the process of the first measured step (all ranks take the same steps).
 """
 from __future__ import annotations
 
@@ -24,16 +27,20 @@ COPY_KINDS = {1: "h2d", 2: "d2h", 8: "d2d"}
 GAP_BINS_US = [0, 10, 100, 1_000, 10_000, float("inf")]
 GAP_LABELS = ["<10us", "10-100us", "0.1-1ms", "1-10ms", ">=10ms"]
 SYNC_CALLS = re.compile(r"Synchronize|^cudaMemcpy(?:_v\d+)?$|^cuMemcpy[DH]to[DH](?:_v\d+)?$")
-QUERIES = {  # name -> (the table it needs, the query)
+NCCL = re.compile(r"^nccl", re.IGNORECASE)
+# name -> (the table it needs, the query); `proc`: the process id part of nsys's global ids
+QUERIES = {
     "kernels": ("CUPTI_ACTIVITY_KIND_KERNEL",
-                "SELECT k.start, k.end, s.value AS name, m.value AS mangled FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                "SELECT k.start, k.end, s.value AS name, m.value AS mangled, k.globalPid >> 24 AS proc "
+                "FROM CUPTI_ACTIVITY_KIND_KERNEL k "
                 "JOIN StringIds s ON s.id = k.shortName JOIN StringIds m ON m.id = k.mangledName"),
-    "copies": ("CUPTI_ACTIVITY_KIND_MEMCPY", "SELECT start, end, copyKind AS kind, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY"),
-    "memsets": ("CUPTI_ACTIVITY_KIND_MEMSET", "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET"),
-    "runtime": ("CUPTI_ACTIVITY_KIND_RUNTIME", "SELECT r.start, r.end, s.value AS name FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-                "JOIN StringIds s ON s.id = r.nameId"),
-    "nvtx": ("NVTX_EVENTS", "SELECT n.start, n.end, COALESCE(n.text, s.value) AS name FROM NVTX_EVENTS n "
-             "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL"),
+    "copies": ("CUPTI_ACTIVITY_KIND_MEMCPY",
+               "SELECT start, end, copyKind AS kind, bytes, globalPid >> 24 AS proc FROM CUPTI_ACTIVITY_KIND_MEMCPY"),
+    "memsets": ("CUPTI_ACTIVITY_KIND_MEMSET", "SELECT start, end, globalPid >> 24 AS proc FROM CUPTI_ACTIVITY_KIND_MEMSET"),
+    "runtime": ("CUPTI_ACTIVITY_KIND_RUNTIME", "SELECT r.start, r.end, s.value AS name, r.globalTid >> 24 AS proc "
+                "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"),
+    "nvtx": ("NVTX_EVENTS", "SELECT n.start, n.end, COALESCE(n.text, s.value) AS name, n.globalTid >> 24 AS proc "
+             "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL"),
 }
 
 
@@ -48,16 +55,23 @@ def load(path: str | Path) -> dict[str, pd.DataFrame]:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "StringIds" not in tables:
                 raise ValueError("it has no StringIds table")
-            return {name: pd.read_sql_query(q, db) if table in tables else pd.DataFrame(columns=["start", "end"])
+            return {name: pd.read_sql_query(q, db) if table in tables else pd.DataFrame(columns=["start", "end", "proc"])
                     for name, (table, q) in QUERIES.items()}
     except (sqlite3.DatabaseError, ValueError, pd.errors.DatabaseError) as e:
         raise ValueError(f"{path}: not a readable Nsight Systems SQLite export ({e})") from e
 
 
-def window(nvtx: pd.DataFrame) -> tuple[float, float, int]:
-    steps = nvtx[nvtx.name == "step"]
+def one_process(t: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The tables of the process that ran the first measured step (rank 0's view of a DDP cell)."""
+    steps = t["nvtx"][t["nvtx"].name == "step"]
     if steps.empty:
         raise ValueError("no NVTX 'step' ranges in the capture: were the measured steps captured?")
+    proc = steps.sort_values("start").proc.iloc[0]
+    return {k: v[v.proc == proc] for k, v in t.items()}
+
+
+def window(nvtx: pd.DataFrame) -> tuple[float, float, int]:
+    steps = nvtx[nvtx.name == "step"]
     return steps.start.min(), steps.end.max(), len(steps)
 
 
@@ -78,9 +92,15 @@ def top_kernels(kernels: pd.DataFrame, steps: int, n: int = 10) -> list[dict]:
             for r in top.itertuples()]
 
 
+def nccl_time(kernels: pd.DataFrame) -> float:
+    """GPU time (ns) in NCCL's collective kernels (the gradient all-reduce of DDP)."""
+    nccl = kernels[kernels.name.str.contains(NCCL)]
+    return float((nccl.end - nccl.start).sum())
+
+
 def parse(path: str | Path) -> dict:
     """{'metrics': [...], 'kernels': top kernels, 'gaps': histogram} of one capture."""
-    t = load(path)
+    t = one_process(load(path))
     lo, hi, steps = window(t["nvtx"])
     inside = {k: t[k][(t[k].start >= lo) & (t[k].start < hi)] for k in ("kernels", "copies", "memsets", "runtime")}
     gpu = pd.concat([inside[k][["start", "end"]] for k in ("kernels", "copies", "memsets")])
@@ -95,7 +115,9 @@ def parse(path: str | Path) -> dict:
             ("idle_longest", gaps.max(initial=0) / 1e6, "ms"),
             ("kernels_per_step", len(k) / steps, "kernels"),
             ("kernel_mean_duration", (k.end - k.start).mean() / 1e3 if len(k) else 0.0, "us"),
-            ("sync_calls_per_step", inside["runtime"].name.str.contains(SYNC_CALLS).sum() / steps, "calls")]
+            ("sync_calls_per_step", inside["runtime"].name.str.contains(SYNC_CALLS).sum() / steps, "calls"),
+            ("allreduce_time", nccl_time(k) / 1e6 / steps, "ms/step"),
+            ("allreduce_share", 100 * nccl_time(k) / (float((k.end - k.start).sum()) or 1.0), "%")]
     for code, kind in COPY_KINDS.items():
         d = c[c.kind == code]
         rows.append((f"copy_{kind}_share", 100 * (d.end - d.start).sum() / span, "%"))

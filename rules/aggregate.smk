@@ -9,14 +9,29 @@ rule aggregate:
         cells=f"results/{MACHINE}/cells.csv",
         summary=report(f"results/{MACHINE}/summary.csv", caption="../report/summary.rst", category="Tables"),
         env=f"results/{MACHINE}/env.json",
+        skipped=f"results/{MACHINE}/records/skipped.json",
     params:
         skipped=json.dumps([{"keys": c["keys"], "reason": c["reason"]} for c in SKIPPED]),
     log:
         f"runs/{MACHINE}/logs/aggregate.log",
     shell:
-        "echo {params.skipped:q} > runs/{MACHINE}/skipped.json && "
-        "trainperf aggregate {input} --skipped runs/{MACHINE}/skipped.json "
-        "--out-dir results/{MACHINE} > {log} 2>&1"
+        "echo {params.skipped:q} > {output.skipped} && "
+        "trainperf aggregate {input} --skipped {output.skipped} --out-dir $(dirname {output.summary}) > {log} 2>&1"
+
+
+rule records:
+    """The raw run records every table is made from, and the sweeps' logs, packed beside the
+    results (the profilers' traces stay in runs/: too large to publish)."""
+    input:
+        sweeps_of(),
+    output:
+        records=f"results/{MACHINE}/records/metrics-json.tgz",
+        logs=f"results/{MACHINE}/records/logs.tgz",
+    log:
+        f"runs/{MACHINE}/logs/records.log",
+    shell:
+        "cd $(dirname {log})/.. && tar -czf $OLDPWD/{output.records} $(find . -name metrics.json | sort) && "
+        "tar -czf $OLDPWD/{output.logs} --exclude records.log logs 2> $OLDPWD/{log}"
 
 
 rule report:
@@ -24,13 +39,13 @@ rule report:
         rules.aggregate.output,
         f"results/{MACHINE}/limits.json",
     output:
-        report(f"results/{MACHINE}/REPORT.md", caption="../report/report_md.rst", category="Report"),
-        report(directory(f"results/{MACHINE}/figures"), patterns=["{name}.png"], caption="../report/figures.rst",
+        md=report(f"results/{MACHINE}/REPORT.md", caption="../report/report_md.rst", category="Report"),
+        figures=report(directory(f"results/{MACHINE}/figures"), patterns=["{name}.png"], caption="../report/figures.rst",
                category="Figures"),
     log:
         f"runs/{MACHINE}/logs/report.log",
     shell:
-        "trainperf report results/{MACHINE} > {log} 2>&1"
+        "trainperf report $(dirname {output.md}) > {log} 2>&1"
 
 
 rule limits:
@@ -39,7 +54,7 @@ rule limits:
     output:
         f"results/{MACHINE}/limits.json",
     params:
-        specs=json.dumps({k[0]: v[0][0] for k, v in SWEEPS.items()}),
+        specs=json.dumps(one_spec_per_workload()),
     log:
         f"runs/{MACHINE}/logs/limits.log",
     resources:

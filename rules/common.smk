@@ -16,15 +16,17 @@ MACHINE, PRESET = R["machine"], R["preset"]
 REPS = R["presets"][PRESET]["repetitions"]
 CELLS = matrix.cells(R)
 SKIPPED = [c for c in CELLS if c["status"] == "skipped"]
-GPU = 1 if R["cuda"] else 0  # the scheduler's GPU request for the rules that train
+GPU = 1 if R["cuda"] else 0  # the scheduler's GPU request for the rules that train (per process)
 
 # A sweep: the cells of one workload x profiler x repetition, run by one process (workloads/sweep.py).
-SWEEPS = {}
+# Data-parallel cells (ddp=N) form sweeps of their own, "<workload>+ddp<N>", which ask for N GPUs.
+SWEEPS, GPUS = {}, {}
 for _c in CELLS:
     if _c["status"] == "run":
-        _k = _c["keys"]
-        SWEEPS.setdefault((_k["workload"], _k["profiler"], _k["rep"]), []).append(
-            (_c["spec"], matrix.record_path(R, **_k)))
+        _k, _n = _c["keys"], matrix.processes(_c["spec"])
+        _unit = _k["workload"] if _n == 1 else f"{_k['workload']}+ddp{_n}"
+        GPUS[_unit] = GPU * _n
+        SWEEPS.setdefault((_unit, _k["profiler"], _k["rep"]), []).append((_c["spec"], matrix.record_path(R, **_k)))
 
 
 for (_w, _p, _r), _jobs in SWEEPS.items():  # each repetition starts the sweep at another variant,
@@ -53,6 +55,15 @@ def sweep_inputs(wc):
     if wc.profiler == "ncu" and (wc.workload, "nsys", rep) in SWEEPS:
         inputs["nsys"] = sweep_path(wc.workload, "nsys", rep)
     return inputs
+
+
+def one_spec_per_workload():
+    """A single-process cell spec of each workload (for the model FLOPs of limits.json)."""
+    specs = {}
+    for jobs in SWEEPS.values():
+        if matrix.processes(jobs[0][0]) == 1:
+            specs.setdefault(jobs[0][0]["workload"], jobs[0][0])
+    return specs
 
 
 wildcard_constraints:

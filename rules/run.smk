@@ -17,7 +17,7 @@ rule sweep:
     params:
         jobs=lambda wc: json.dumps(SWEEPS[(wc.workload, wc.profiler, int(wc.rep))]),
     resources:
-        gpu=GPU,
+        gpu=lambda wc: GPUS[wc.workload],
     shell:
         "TORCHINDUCTOR_CACHE_DIR=$PWD/.cache/inductor trainperf sweep --jobs {params.jobs:q} --out {output} "
         "2>&1 | tee {log}"

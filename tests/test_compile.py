@@ -28,6 +28,8 @@ def test_compile_variant_compiles_and_trains(compile_config):
     assert all(math.isfinite(v) for v in losses)
     t.check_compiled()
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
+    metrics = {m["metric"]: m["value"] for m in t.compile_metrics()}
+    assert metrics == {"compiled_graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"]}
 
 
 def test_lstm_compile_is_skipped_because_dynamo_leaves_rnns_eager(compile_config):

@@ -112,3 +112,12 @@ def test_a_slow_phase_stops_after_its_time_but_not_before_its_floor():
     assert not budget.last(1) and budget.last(2)  # past the time: stops once the floor is reached
     assert harness.Budget(steps=30, seconds=None, floor=3).last(28) is False
     assert harness.Budget(steps=30, seconds=None, floor=3).last(29) is True
+
+
+def test_fused_optimizer_steps_with_the_fused_sgd(cpu_config):
+    t = harness.Trainer(_with(cpu_config, "lstm", "baseline", fused_optimizer=True))
+    assert t.optimizer.defaults["fused"] is True
+    before = [p.detach().clone() for p in t.model.parameters()]
+    x, y = next(t.batches)
+    t.step(x, y)
+    assert any(not torch.equal(a, p) for a, p in zip(before, t.model.parameters()))

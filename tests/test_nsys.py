@@ -65,6 +65,29 @@ def test_top_kernels_and_gaps_are_consistent(parsed):
     assert m["sync_calls_per_step"] >= 1  # the baseline reads the loss every step
 
 
+def test_no_collectives_in_a_single_gpu_capture(parsed):
+    m, _ = parsed
+    assert m["allreduce_share"] == 0 and m["allreduce_time"] == 0
+
+
+def test_a_capture_of_several_ranks_is_read_for_the_first_one(parsed, tmp_path):
+    """A data-parallel cell's capture holds every rank's process: the parser reads the process of
+    the first measured step. A second process, copied from the first one 1 ms later, changes nothing."""
+    m, _ = parsed
+    path = tmp_path / "nsys.sqlite"
+    path.write_bytes((CAPTURE / "nsys.sqlite").read_bytes())
+    with sqlite3.connect(path) as db:
+        for table, pid in (("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "globalPid"),
+                           ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"), ("NVTX_EVENTS", "globalTid")):
+            cols = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+            shifted = [f"{c} + 1000000" if c in ("start", "end") else f"{c} + (1 << 24)" if c == pid else c
+                       for c in cols]
+            db.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(shifted)} FROM {table}")
+    two = {x["metric"]: x["value"] for x in nsys.parse(path)["metrics"]}
+    assert sql("SELECT COUNT(*) FROM NVTX_EVENTS WHERE text = 'step'")[0][0] == two["profiled_steps"]
+    assert two == pytest.approx(m)
+
+
 @pytest.mark.parametrize("damage", ["truncated", "not sqlite", "missing"])
 def test_a_broken_export_is_an_error_naming_the_file(tmp_path, damage):
     path = tmp_path / "nsys.sqlite"

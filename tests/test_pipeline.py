@@ -1,6 +1,8 @@
 """`snakemake --cores 1` on the cpu preset, end to end in a temporary copy of the project: every
 cell of the matrix ends in summary.csv, run or skipped with its reason; a second call is a no-op."""
+import json
 import shutil
+import tarfile
 import subprocess
 import sys
 import time
@@ -67,6 +69,12 @@ def test_summary_has_the_documented_columns_and_derived_rows(pipeline):
 def test_runs_record_their_environment_and_a_second_call_does_nothing(pipeline):
     record = next((pipeline / "runs/cpu/resnet50/baseline/timing/rep0").glob("metrics.json"))
     assert '"torch"' in record.read_text() and '"git_commit"' in record.read_text()
+    with tarfile.open(pipeline / "results/cpu/records/metrics-json.tgz") as packed:  # the published raw records
+        names = packed.getnames()
+    assert "./resnet50/baseline/timing/rep0/metrics.json" in names
+    assert len(names) == len(list((pipeline / "runs/cpu").rglob("metrics.json")))
+    skipped = json.loads((pipeline / "results/cpu/records/skipped.json").read_text())
+    assert skipped and all(s["reason"] for s in skipped)
     again = snakemake(pipeline, "--config", "preset=cpu", "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 

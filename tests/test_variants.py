@@ -42,6 +42,7 @@ def test_optimized_applies_every_applicable_fix(cfg):
     ("channels-last", "vit_b_16", "vit_b_16 is not one"),
     ("dali", "lstm", "DALI decodes images; lstm reads tokens"),
     ("optimized-no-dali", "lstm", "same as optimized: DALI decodes images"),
+    ("optimized+hw-jpeg", "lstm", "DALI decodes images; lstm reads tokens"),
     # DALI hands over batches on the GPU, so pinning and the side-stream copy cannot act there
     ("optimized-no-pinned-async", "resnet50", "same as optimized here: pinned-async has no effect"),
 ])
@@ -99,3 +100,31 @@ def test_an_unknown_fix_in_the_stages_is_one_clear_error():
     cfg = config.load(overrides={"stages": {"workloads": ["resnet50"], "fixes": ["workers", "turbo"]}})
     with pytest.raises(config.ConfigError, match="stages.fixes: unknown fix 'turbo'; known: workers"):
         matrix.resolve(cfg)
+
+
+def test_a_tuning_lever_is_measured_on_top_of_optimized(cfg):
+    opt, _ = resolve(cfg, "optimized", "resnet50")
+    knobs, reason = resolve(cfg, "optimized+cuda-graphs", "resnet50")
+    assert reason is None and {k for k in opt if opt[k] != knobs[k]} == {"compile"}
+    assert knobs["compile"] == "reduce-overhead"
+    assert "needs a CUDA GPU" in resolve(cfg, "optimized+cuda-graphs", "resnet50", Machine("gpu", cuda=False))[1]
+    knobs, _ = resolve(cfg, "optimized+fused-sgd", "lstm", CPU)
+    assert knobs["fused_optimizer"] is True and knobs["num_workers"] == 2
+
+
+def test_data_parallel_variants_need_as_many_gpus_as_processes(cfg):
+    opt, _ = resolve(cfg, "optimized", "resnet50")
+    knobs, reason = resolve(cfg, "ddp2", "resnet50", Machine("gpu", cuda=True, gpus=2))
+    assert reason is None and knobs == {**opt, "ddp": 2}
+    assert resolve(cfg, "ddp4", "resnet50", Machine("gpu", cuda=True, gpus=2)) == (
+        None, "ddp4 needs 4 GPUs; this machine has 2")
+    assert resolve(cfg, "ddp8", "resnet50", GPU)[1] is None  # a cluster's nodes: not known here
+    assert resolve(cfg, "ddp2", "resnet50", CPU)[0]["ddp"] == 2  # gloo processes on the CPU
+    assert variants.in_scope(cfg, "resnet50", "ddp2") and not variants.in_scope(cfg, "lstm", "ddp2")
+
+
+def test_ddp_of_one_process_is_a_config_error():
+    bad = config.load()
+    bad["baseline"]["ddp"] = 1
+    with pytest.raises(config.ConfigError, match="baseline.ddp"):
+        config.validate(bad)

@@ -78,7 +78,7 @@ class Workload:
         or None when it does. Override to add a workload's own limits, calling super()."""
         if knob == "channels_last" and value and not cls.cnn:
             return f"channels_last applies to CNNs; {cls.name} is not one"
-        if knob == "loader" and value == "dali" and cls.data != "images":
+        if knob in ("loader", "dali_hw_decoder_load") and value != "torch" and cls.data != "images":
             return f"DALI decodes images; {cls.name} reads {cls.data}"
         if knob == "loader" and value == "dali" and not _installed("nvidia.dali"):
             return "DALI is not installed (pip install -e '.[dali]')"

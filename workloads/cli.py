@@ -36,11 +36,18 @@ def cmd_run(args) -> int:
             return 0
         spec = cell["spec"]
     record = harness.run(spec, out_dir=Path(args.out).parent if args.out else None)
-    if args.out:
+    rank, ranks = int(os.environ.get("RANK", 0)), matrix.processes(spec)
+    if ranks > 1 and record["status"] != "ok":
+        record["reason"] = f"rank {rank} of {ranks}: {record['reason']}"
+    if args.out and (rank == 0 or record["status"] != "ok"):  # rank 0 speaks for a DDP cell
         write_json(args.out, record)
-    else:
+    elif not args.out and rank == 0:
         print(json.dumps({k: record[k] for k in ("keys", "status", "reason")} |
                          {"metrics": record.get("metrics", [])}, indent=1))
+    if ranks > 1 and record["status"] != "ok":
+        return 1  # the launcher then stops the other ranks, which would wait for this one forever
+    from workloads import ddp
+    ddp.finish()
     return 0
 
 

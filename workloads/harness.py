@@ -23,7 +23,7 @@ import torch._dynamo
 import workloads
 from profiles import env
 from profiles import OBSERVERS
-from workloads import loaders
+from workloads import ddp, loaders
 from workloads.data import check_dataset
 
 AUTOCAST = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
@@ -44,14 +44,15 @@ def set_backends(knobs: dict) -> None:
     torch.backends.cudnn.benchmark = knobs["cudnn_benchmark"]
 
 
-def input_batches(workload, spec: dict, device: torch.device):
-    """The variant's input pipeline: (its loader, an iterator of (x, y) batches on `device`)."""
+def input_batches(workload, spec: dict, device: torch.device, shard: ddp.Shard = ddp.Shard()):
+    """The variant's input pipeline: (its loader, an iterator of (x, y) batches on `device`),
+    reading this rank's shard of the data."""
     knobs, p = spec["knobs"], workload.params
     steps = spec["warmup_steps"] + spec["measured_steps"] + prefetch_depth(knobs) + 1
     prepare = (lambda x: x.contiguous(memory_format=torch.channels_last)) if knobs["channels_last"] else (lambda x: x)
     if knobs["loader"] == "dali":
         source = batches = loaders.dali_loader(spec["data"], p["batch_size"], p["image_size"], knobs, device,
-                                               spec["seed"])
+                                               spec["seed"], shard)
         if device.type == "cuda":
             return source, batches
     else:
@@ -61,7 +62,7 @@ def input_batches(workload, spec: dict, device: torch.device):
                                            loader=loaders.load_rgb)
         else:
             dataset = loaders.TokenWindows(spec["data"], p["seq_len"])
-        source = loaders.torch_loader(dataset, p["batch_size"], steps, knobs, spec["seed"])
+        source = loaders.torch_loader(dataset, p["batch_size"], steps, knobs, spec["seed"], shard)
         batches = iter(source)
     if device.type == "cuda" and knobs["copy"] == "async":
         return source, loaders.SideStreamCopy(batches, device, prepare)
@@ -107,21 +108,24 @@ class Trainer:
     def __init__(self, spec: dict, device: torch.device | None = None, mark=None):
         self.spec, self.knobs = spec, spec["knobs"]
         self.mark = mark or (lambda name: nullcontext())  # marks a step's phases for a profiler
-        self.device = device or torch.device("cuda" if env.has_cuda() else "cpu")
+        self.shard, rank_device = ddp.init(self.knobs.get("ddp", 0), env.has_cuda())
+        self.device = device or rank_device or torch.device("cuda" if env.has_cuda() else "cpu")
         set_backends(self.knobs)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         self.workload, self.model = build(spec, self.device)
         lr = self.workload.params.get("lr", 0.01)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9,
+                                         fused=self.knobs.get("fused_optimizer") or None)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.knobs["precision"] == "amp-fp16")
         self.dtype = AUTOCAST.get(self.knobs["precision"])
         mode = self.knobs["compile"]
         if mode:
             torch._dynamo.reset()
             torch._dynamo.utils.counters.clear()
-        self.forward = torch.compile(self.model, mode=mode) if mode else self.model
-        self.loader, self.batches = input_batches(self.workload, spec, self.device)
+        replica = ddp.wrap(self.model, self.device) if self.shard.world > 1 else self.model
+        self.forward = torch.compile(replica, mode=mode) if mode else replica
+        self.loader, self.batches = input_batches(self.workload, spec, self.device, self.shard)
         self.pending: list[torch.Tensor] = []
         self.losses: dict[int, float] = {}
 
@@ -139,8 +143,12 @@ class Trainer:
         return loss.detach()
 
     def sync_losses(self, i: int) -> None:
-        """Read the pending losses on the host (a GPU sync) and check they are finite."""
-        values = torch.stack(self.pending).float().tolist()
+        """Read the pending losses on the host (a GPU sync; with DDP, their mean over the ranks)
+        and check they are finite."""
+        local = torch.stack(self.pending).float()
+        values = ddp.mean(local, self.shard).tolist()
+        if self.shard.world > 1:
+            self.last_local_loss = float(local[-1])
         first = i - len(values) + 1
         for k, v in enumerate(values):
             if not math.isfinite(v):
@@ -173,9 +181,29 @@ class Trainer:
         if self.knobs["compile"] and not torch._dynamo.utils.counters["stats"]["unique_graphs"]:
             raise RuntimeError("torch.compile captured no graph: the model ran eager")
 
+    def compile_metrics(self) -> list[dict]:
+        """What torch.compile made of the model: graphs captured, and for the modes that capture
+        CUDA graphs, the compiled graphs that fell back to plain launches (cudagraph_skips)."""
+        if not self.knobs["compile"]:
+            return []
+        counters = torch._dynamo.utils.counters
+        rows = [("compiled_graphs", counters["stats"]["unique_graphs"], "graphs")]
+        if self.knobs["compile"] in ("reduce-overhead", "max-autotune"):
+            rows.append(("cudagraph_skips", counters["inductor"]["cudagraph_skips"], "graphs"))
+        return [{"metric": m, "value": float(v), "unit": u} for m, v, u in rows]
+
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+    def ranks(self) -> list[dict]:
+        """Each rank's view at the end: its own last loss (its shard of the data) and a checksum
+        of its weights (DDP keeps the replicas identical)."""
+        with torch.no_grad():
+            weights = sum(float(p.double().sum()) for p in self.model.parameters())
+        mine = {"rank": self.shard.rank, "pid": os.getpid(), "device": str(self.device),
+                "last_local_loss": getattr(self, "last_local_loss", None), "weight_sum": weights}
+        return ddp.gather(mine, self.shard)
 
 
 def host_peak_reset() -> None:
@@ -219,9 +247,10 @@ def train(spec: dict, log, out_dir: Path) -> dict:
     observer = OBSERVERS[spec["profiler"]](spec, cuda, out_dir)
     host_peak_reset()
     t = Trainer(spec, mark=observer.phase)
-    bs = t.workload.params["batch_size"]
+    bs = t.workload.params["batch_size"] * t.shard.world  # samples per step over all ranks
+    bounded = t.shard.world == 1  # the ranks of a DDP cell must all take the same steps
     t_start, warm, i = time.perf_counter(), [], 0
-    budget = Budget(spec["warmup_steps"], spec.get("max_warmup_s"), 2)
+    budget = Budget(spec["warmup_steps"], spec.get("max_warmup_s") if bounded else None, 2)
     while True:
         last = budget.last(i)
         warm.append(t.timed_step(i, last))
@@ -236,7 +265,7 @@ def train(spec: dict, log, out_dir: Path) -> dict:
         f"{drained} queued batches drained")
     steps, events, measured = [], [], spec["measured_steps"]
     with observer.window():
-        budget = Budget(measured, spec.get("max_measure_s") if observer.time_bounded else None, 3)
+        budget = Budget(measured, spec.get("max_measure_s") if observer.time_bounded and bounded else None, 3)
         t0 = budget.t0
         for k in range(measured):
             last = budget.last(k)
@@ -256,11 +285,14 @@ def train(spec: dict, log, out_dir: Path) -> dict:
         s["loss"] = t.losses.get(s["step"])
     for s, a, b in zip(steps[1:], events, events[1:]):
         s["gpu_s"] = a.elapsed_time(b) / 1e3
-    return summarize(t.workload, spec, steps, warm, elapsed, warmup_s, observer, t.device)
+    record = summarize(t.workload, spec, steps, warm, elapsed, warmup_s, observer, t.device, bs)
+    record["metrics"] += t.compile_metrics()
+    return {**record, "ranks": t.ranks()} if t.shard.world > 1 else record
 
 
-def summarize(workload, spec, steps, warm, elapsed, warmup_s, observer, device) -> dict:
-    bs, n = workload.params["batch_size"], len(steps)
+def summarize(workload, spec, steps, warm, elapsed, warmup_s, observer, device, bs) -> dict:
+    """The record of a measured cell; `bs`: samples per step (over all ranks)."""
+    n = len(steps)
     wall = [s["wall_s"] for s in steps]
     input_s = sum(s["input_s"] for s in steps)
     last = [s["loss"] for s in steps[-max(1, n // 4):] if s["loss"] is not None]

@@ -47,20 +47,28 @@ class TokenWindows(Dataset):
         return w[:-1], w[1:]
 
 
-def torch_loader(dataset: Dataset, batch_size: int, batches: int, knobs: dict, seed: int) -> DataLoader:
-    """A DataLoader with the variant's worker, pinning and prefetch knobs, drawing `batches` batches."""
-    workers = knobs["num_workers"]
-    sampler = RandomSampler(dataset, num_samples=batch_size * batches,
+def torch_loader(dataset: Dataset, batch_size: int, batches: int, knobs: dict, seed: int,
+                 shard=None) -> DataLoader:
+    """A DataLoader with the variant's worker, pinning and prefetch knobs, drawing `batches` batches.
+    With data parallelism (`shard`: rank of world) the ranks draw disjoint slices of one random
+    order, as DistributedSampler does, for as many epochs as the run needs."""
+    workers, rank, world = knobs["num_workers"], getattr(shard, "rank", 0), getattr(shard, "world", 1)
+    sampler = RandomSampler(dataset, num_samples=batch_size * batches * world,
                             generator=torch.Generator().manual_seed(seed))
+    if world > 1:
+        sampler = list(sampler)[rank::world]
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
                       num_workers=workers, pin_memory=knobs["pin_memory"],
                       prefetch_factor=knobs["prefetch_factor"] if workers else None,
                       persistent_workers=knobs["persistent_workers"] and workers > 0)
 
 
-def dali_loader(root, batch_size: int, size: int, knobs: dict, device: torch.device, seed: int) -> Iterator:
+def dali_loader(root, batch_size: int, size: int, knobs: dict, device: torch.device, seed: int,
+                shard=None) -> Iterator:
     """A DALI pipeline over a JPEG folder: decode + random crop (on the GPU with device="mixed"
-    when CUDA is used, on the CPU otherwise), resize, flip, normalize. NHWC when channels_last."""
+    when CUDA is used, on the CPU otherwise), resize, flip, normalize. NHWC when channels_last.
+    With data parallelism (`shard`) each rank's reader reads its own shard of the files."""
+    rank, world = getattr(shard, "rank", 0), getattr(shard, "world", 1)
     from nvidia.dali import fn, pipeline_def, types
     from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
@@ -68,9 +76,11 @@ def dali_loader(root, batch_size: int, size: int, knobs: dict, device: torch.dev
 
     @pipeline_def
     def pipe():
-        jpegs, labels = fn.readers.file(file_root=str(root), random_shuffle=True, name="Reader", seed=seed)
+        jpegs, labels = fn.readers.file(file_root=str(root), random_shuffle=True, name="Reader", seed=seed,
+                                        shard_id=rank, num_shards=world)
+        hw = {"hw_decoder_load": knobs["dali_hw_decoder_load"]} if cuda and "dali_hw_decoder_load" in knobs else {}
         images = fn.decoders.image_random_crop(jpegs, device="mixed" if cuda else "cpu",
-                                               output_type=types.RGB, seed=seed)
+                                               output_type=types.RGB, seed=seed, **hw)
         images = fn.resize(images, resize_x=size, resize_y=size)
         images = fn.crop_mirror_normalize(
             images, dtype=types.FLOAT, output_layout="HWC" if knobs["channels_last"] else "CHW",

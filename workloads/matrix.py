@@ -24,6 +24,7 @@ def resolve(config: dict) -> dict:
             raise ConfigError("machine: name the GPU nodes' machine (e.g. machine=h200) when gpu_jobs is set")
         config["machine"] = env.machine_slug()
     config["cuda"] = cuda
+    config["gpus"] = env.gpu_count() if declared == "auto" else None  # a cluster's nodes: not known here
     known = {"workloads": workloads.names(), "variants": variants.names(config), "profilers": list(OBSERVERS)}
     every = {**known, "variants": config["presets"][config["preset"]].get("variants", known["variants"])}
     for key, names in known.items():
@@ -49,6 +50,11 @@ def data_path(config: dict, workload: type[workloads.Workload]) -> Path:
 def params(config: dict, workload: type[workloads.Workload]) -> dict:
     preset = config["presets"][config["preset"]]
     return {**workload.defaults[config["preset"]], **preset.get("workloads", {}).get(workload.name, {})}
+
+
+def processes(spec: dict) -> int:
+    """How many processes a cell trains with (DistributedDataParallel's world size)."""
+    return max(1, spec["knobs"].get("ddp", 0))
 
 
 def record_path(config: dict, workload: str, variant: str, profiler: str, rep: int) -> str:
@@ -81,8 +87,10 @@ def cell(config: dict, workload_name: str, variant: str, profiler: str = "timing
     """One cell of a resolved config: {'keys', 'status': 'run'|'skipped', 'reason', 'spec'}."""
     workload = workloads.get(workload_name)
     keys = {"workload": workload_name, "variant": variant, "profiler": profiler, "rep": rep}
-    knobs, reason = variants.resolve(variant, workload, config, Machine(config["preset"], config["cuda"]))
+    knobs, reason = variants.resolve(variant, workload, config, Machine(config["preset"], config["cuda"], config.get("gpus")))
     reason = reason or profiler_reason(config, profiler, workload_name, variant)
+    if not reason and knobs.get("ddp") and profiler in ("torch", "ncu"):
+        reason = f"{profiler} observes one process; a data-parallel cell is profiled with nsys"
     if reason:
         return {"keys": keys, "status": "skipped", "reason": reason, "spec": None}
     preset = config["presets"][config["preset"]]

@@ -7,13 +7,15 @@ loader and peak-memory count. Isolation where it matters:
 - a cell that fails (out of memory, non-finite loss, a CUDA error) is recorded, and the child
   ends: a fresh child takes the remaining cells, so no failure leaks into the next cell;
 - a child that dies (a crash, a kill) leaves its cell recorded as failed with the signal;
-- a profiler that wraps the process (nsys, ncu) runs each cell as its own process under the tool.
+- a profiler that wraps the process (nsys, ncu) runs each cell as its own process under the tool;
+- a data-parallel cell (ddp=N) runs as its own N processes, started by torch.distributed.run.
 Every record is written atomically; a sweep run again skips the cells whose record already holds
 the same spec, so an interrupted sweep redoes only the cells it had not finished.
 """
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import os
 import signal
@@ -78,41 +80,55 @@ def fork_cells(jobs: list[tuple[dict, Path]]) -> int:
     return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def wrapped_cell(spec: dict, out: Path, observer_cls) -> int:
-    """One cell as its own process under a profiling tool; then the tool's output is parsed into
-    the record (or the tool's error becomes the cell's reason)."""
+def launched(spec: dict) -> bool:
+    """Does the cell run as its own process(es): under a profiling tool, or as DDP ranks?"""
+    from profiles import OBSERVERS
+    from workloads.matrix import processes
+    return OBSERVERS[spec["profiler"]].wraps_process or processes(spec) > 1
+
+
+def launched_cell(spec: dict, out: Path) -> int:
+    """One cell as its own process(es), under its profiling tool if it has one; then the tool's
+    output is parsed into the record (or the tool's error becomes the cell's reason)."""
+    from profiles import OBSERVERS
+    from workloads import ddp
+    from workloads.matrix import processes
     out.parent.mkdir(parents=True, exist_ok=True)
-    observer = observer_cls(spec, False, out.parent)
+    observer_cls = OBSERVERS[spec["profiler"]]
+    observer = observer_cls(spec, False, out.parent) if observer_cls.wraps_process else None
     try:
-        prefix = observer.command(spec, out.parent)
+        prefix = observer.command(spec, out.parent) if observer else []
     except (ValueError, OSError) as e:
         keys = {k: spec[k] for k in ("workload", "variant", "profiler", "rep")}
         write_json(out, {"keys": keys, "spec": spec, "status": "failed", "reason": str(e)[:400]})
         return 0
-    cmd = [*prefix, sys.executable, "-m", "workloads.cli", "run",
-           "--spec", json.dumps(spec), "--out", str(out)]
+    cmd = [*prefix, *ddp.launcher(processes(spec)), "workloads.cli", "run", "--spec", json.dumps(spec), "--out", str(out)]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env={**os.environ, **(ddp.ENV if processes(spec) > 1 else {})})
     sys.stderr.write(proc.stdout)
-    observer.finish(spec, out, proc.returncode, proc.stdout, time.perf_counter() - t0)
+    if observer:
+        observer.finish(spec, out, proc.returncode, proc.stdout, time.perf_counter() - t0)
+    elif proc.returncode and not done(spec, out):
+        died(spec, out, proc.returncode, proc.stdout)
     return 0 if done(spec, out) else proc.returncode
 
 
-def died(spec: dict, out: Path, code: int) -> None:
+def died(spec: dict, out: Path, code: int, output: str = "") -> None:
     reason = f"process died (signal {code - 128})" if code > 128 else f"process exited with status {code}"
     keys = {k: spec[k] for k in ("workload", "variant", "profiler", "rep")}
-    write_json(out, {"keys": keys, "spec": spec, "status": "failed", "reason": reason})
+    record = {"keys": keys, "spec": spec, "status": "failed", "reason": reason}
+    write_json(out, {**record, "log_tail": output.strip().splitlines()[-8:]} if output else record)
 
 
 def sweep(jobs: list[tuple[dict, Path]]) -> None:
     """Run every job (spec, record path) that has no record yet; never raises for a cell."""
-    from profiles import OBSERVERS
     from workloads import harness  # noqa: F401  imported once here, inherited by every child
     pending = [(s, Path(o)) for s, o in jobs if not done(s, Path(o))]
     while pending:
         spec, out = pending[0]
-        observer = OBSERVERS[spec["profiler"]]
-        code = wrapped_cell(spec, out, observer) if observer.wraps_process else fork_cells(pending)
+        in_child = list(itertools.takewhile(lambda job: not launched(job[0]), pending))
+        code = fork_cells(in_child) if in_child else launched_cell(spec, out)
         left = [(s, o) for s, o in pending if not done(s, o)]
         if left and code not in (0, FAILED_CHILD):  # cells run in order: the first left was running
             died(*left[0], code)

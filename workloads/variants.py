@@ -8,14 +8,17 @@ from dataclasses import dataclass
 from workloads.base import Workload
 
 # knob -> values that need a CUDA device to mean anything
-CUDA_ONLY = {"precision": {"tf32"}, "cudnn_benchmark": {True}, "pin_memory": {True}, "copy": {"async"}}
+CUDA_ONLY = {"precision": {"tf32"}, "cudnn_benchmark": {True}, "pin_memory": {True}, "copy": {"async"},
+             "compile": {"reduce-overhead", "max-autotune"}}  # these two modes capture CUDA graphs
 
 
 @dataclass(frozen=True)
 class Machine:
-    """What the matrix needs to know about where it runs."""
+    """What the matrix needs to know about where it runs (gpus: None where it is not known here,
+    e.g. the GPU nodes of a cluster)."""
     preset: str
     cuda: bool
+    gpus: int | None = None
 
 
 def fixes(config: dict, preset: str) -> dict[str, dict]:
@@ -25,16 +28,22 @@ def fixes(config: dict, preset: str) -> dict[str, dict]:
 
 
 def names(config: dict) -> list[str]:
-    """Every variant name in matrix order: baseline, fixes, extras, optimized, ablations, stages."""
+    """Every variant name in matrix order: baseline, fixes, extras, optimized, tuning levers,
+    ablations, stages, data-parallel scaling."""
     fx = list(config["fixes"])
     stages = [f"upto-{f}" for f in config.get("stages", {}).get("fixes", [])]
-    return ["baseline", *fx, *config.get("extra_variants", {}), "optimized", *(f"optimized-no-{f}" for f in fx),
-            *stages]
+    return ["baseline", *fx, *config.get("extra_variants", {}), "optimized",
+            *(f"optimized+{lever}" for lever in config.get("tuning", {})), *(f"optimized-no-{f}" for f in fx),
+            *stages, *(f"ddp{n}" for n in config.get("scaling", {}).get("processes", []))]
 
 
 def in_scope(config: dict, workload: str, variant: str) -> bool:
-    """The stage-by-stage chain (upto-<fix>) runs for the workloads `stages` names; the rest everywhere."""
-    return not variant.startswith("upto-") or workload in config.get("stages", {}).get("workloads", [])
+    """The stage-by-stage chain (upto-<fix>) and the data-parallel variants (ddp<N>) run for the
+    workloads `stages` and `scaling` name; the rest everywhere."""
+    for prefix, section in (("upto-", "stages"), ("ddp", "scaling")):
+        if variant.startswith(prefix):
+            return workload in config.get(section, {}).get("workloads", [])
+    return True
 
 
 def stage_knobs(name: str, base: dict, applicable: dict[str, dict], config: dict) -> dict:
@@ -56,7 +65,7 @@ def knob_reason(knob: str, value, workload: type[Workload], config: dict, machin
     disabled = config["presets"][machine.preset].get("disabled", {})
     if knob in disabled:
         return f"{knob} is off in the {machine.preset} preset: {disabled[knob]}"
-    if value in CUDA_ONLY.get(knob, ()) and not machine.cuda:
+    if (value in CUDA_ONLY.get(knob, ()) or knob == "dali_hw_decoder_load") and not machine.cuda:
         return f"{knob}={value} needs a CUDA GPU; this machine has none"
     return None
 
@@ -72,6 +81,8 @@ def effective(knobs: dict, baseline: dict, machine: Machine) -> dict:
         k.update(prefetch_factor=baseline["prefetch_factor"], persistent_workers=baseline["persistent_workers"])
     if k["loader"] == "dali" and machine.cuda:  # DALI hands over batches already on the GPU
         k.update(pin_memory=baseline["pin_memory"], copy=baseline["copy"])
+    if k["loader"] != "dali" or not machine.cuda:  # only DALI's GPU ("mixed") decoder has the hardware engines
+        k["dali_hw_decoder_load"] = baseline.get("dali_hw_decoder_load")
     return k
 
 
@@ -102,6 +113,18 @@ def resolve(name: str, workload: type[Workload], config: dict, machine: Machine)
                    **{f"upto-{f}": stage_knobs(f"upto-{f}", base, applicable, config) for f in before}}
         same = next((e for e, k in earlier.items() if effective(k, base, machine) == effective(knobs, base, machine)), None)
         return (None, f"same knobs as {same} here") if same else (knobs, None)
+    if name.startswith("optimized+") and name[len("optimized+"):] in config.get("tuning", {}):
+        lever = config["tuning"][name[len("optimized+"):]]
+        knobs = {**optimized, **lever}
+        reason = _reason(lever, workload, config, machine)
+        if not reason and effective(knobs, base, machine) == effective(optimized, base, machine):
+            reason = "same knobs as optimized here"
+        return (None, reason) if reason else (knobs, None)
+    if name.startswith("ddp") and name[3:].isdigit() and int(name[3:]) in config.get("scaling", {}).get("processes", []):
+        n = int(name[3:])
+        if machine.cuda and machine.gpus is not None and machine.gpus < n:
+            return None, f"{name} needs {n} GPUs; this machine has {machine.gpus}"
+        return {**optimized, "ddp": n}, None
     if name.startswith("optimized-no-") and name[len("optimized-no-"):] in fx:
         fix = name[len("optimized-no-"):]
         if fix not in applicable:
