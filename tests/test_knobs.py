@@ -1,4 +1,6 @@
 """Each knob really changes what runs: memory format, autocast dtype, loader, copy, sync policy."""
+import math
+
 import pytest
 import torch
 
@@ -84,6 +86,9 @@ def test_non_finite_loss_fails_the_cell(cpu_config):
     spec["params"]["lr"] = 1e30  # poisons the weights: the second loss is inf or nan
     record = harness.run(spec)
     assert record["status"] == "failed" and "non-finite loss" in record["reason"]
+    # the losses read before it tell a divergence from a sudden overflow
+    before = record["reason"].split("losses before: ")[1].rstrip(")").split(", ")
+    assert before and all(math.isfinite(float(x)) for x in before)
     assert "NonFiniteLoss" in record["log_tail"][-1]  # the log's last lines travel with the record
 
 

@@ -152,7 +152,9 @@ class Trainer:
         first = i - len(values) + 1
         for k, v in enumerate(values):
             if not math.isfinite(v):
-                raise NonFiniteLoss(f"loss is {v} at step {first + k}")
+                before = [self.losses[j] for j in sorted(self.losses)[-4:]] + values[:k]
+                trend = f" (losses before: {', '.join(f'{x:.3g}' for x in before[-4:])})" if before else ""
+                raise NonFiniteLoss(f"loss is {v} at step {first + k}{trend}")
         self.losses.update(zip(range(first, i + 1), values))
         self.pending.clear()
 
