@@ -145,10 +145,19 @@ def variant_table(records: list[dict]) -> pd.DataFrame:
 
 
 def environments(records: list[dict]) -> list[dict]:
-    """The distinct environments, each with the profiling tools' versions seen in the runs."""
+    """The distinct environments, each with the profiling tools' versions seen in the runs, and
+    which runs it holds: how many, on which days, under which profilers."""
     tools = {k: v for r in records for k, v in r.get("tool_versions", {}).items()}
-    envs = {json.dumps(r["env"], sort_keys=True) for r in records if r.get("env")}
-    return [{**json.loads(e), **tools} for e in sorted(envs)]
+    sets: dict[str, list[dict]] = {}
+    for r in records:
+        if r.get("env"):
+            sets.setdefault(json.dumps(r["env"], sort_keys=True), []).append(r)
+    out = []
+    for e, runs in sorted(sets.items()):
+        days = sorted({r["started"][:10] for r in runs if r.get("started")})
+        out.append({**json.loads(e), **tools, "runs": len(runs), "dates": " .. ".join(dict.fromkeys([days[0], days[-1]])) if days else "",
+                    "profilers": ", ".join(sorted({r["keys"]["profiler"] for r in runs}))})
+    return out
 
 
 def main(run_paths, skipped: list[dict], out_dir) -> pd.DataFrame:

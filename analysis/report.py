@@ -12,7 +12,7 @@ from analysis.tables import fmt, table
 from workloads import config, variants
 
 ENV_KEYS = ["gpu", "driver", "cuda", "torch", "torchvision", "cudnn", "dali", "nsys_version", "ncu_version", "cpu",
-            "cpu_count", "python", "git_commit"]
+            "cpu_count", "python", "git_commit", "dates", "runs", "profilers"]
 
 
 def cell(summary: pd.DataFrame, workload: str, variant: str, metric: str) -> str:

@@ -23,7 +23,14 @@ def version(path: str) -> str:
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    return next((line.strip() for line in out.splitlines() if line.strip()), "unknown")
+    return version_line(out)
+
+
+def version_line(banner: str) -> str:
+    """The line of a tool's --version banner that names its version (ncu prints a title and a
+    copyright first), else its first line."""
+    lines = [line.strip() for line in banner.splitlines() if line.strip()]
+    return next((line for line in lines if "version" in line.lower()), lines[0] if lines else "unknown")
 
 
 def tail(text: str, lines: int = 5) -> str:

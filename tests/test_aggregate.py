@@ -28,6 +28,8 @@ def test_gpu_records_give_gpu_metrics(h200):
     assert (ok.n == 1).all() and (ok.lo <= ok["median"]).all() and (ok["median"] <= ok.hi).all()
     env = json.loads((out / "env.json").read_text())
     assert {e["gpu"] for e in env} == {"NVIDIA H200"}
+    # each environment says which runs it holds
+    assert sum(e["runs"] for e in env) == len(H200) and all(e["dates"].startswith("2026-") for e in env)
 
 
 def test_skipped_cells_keep_their_reason(h200):

@@ -77,3 +77,12 @@ def test_ncu_records_from_the_h200_summarize_into_time_weighted_metrics():
     assert lo <= rows["tensor_pipe_util"] <= hi
     assert set(rows) == set(aggregate.NCU_SUMMARY)
     assert all(k["bound"] == ncu.bound(k["sm_pct"], k["memory_pct"]) for k in kernels)
+
+
+def test_the_tools_version_is_the_line_that_names_it():
+    from profiles.tools import version_line
+    ncu_banner = ("NVIDIA (R) Nsight Compute Command Line Profiler\nCopyright (c) 2018-2025 NVIDIA Corporation\n"
+                  "Version 2025.3.1.0 (build 36398880) (public-release)\n")
+    assert version_line(ncu_banner) == "Version 2025.3.1.0 (build 36398880) (public-release)"
+    assert version_line("NVIDIA Nsight Systems version 2025.3.1.0\n") == "NVIDIA Nsight Systems version 2025.3.1.0"
+    assert version_line("") == "unknown"

@@ -83,7 +83,7 @@ def cmd_matrix(args) -> int:
     from workloads import matrix
     for c in matrix.cells(_config(args)):
         k = c["keys"]
-        print(f"{k['workload']:10} {k['variant']:28} {k['profiler']:7} rep{k['rep']}  "
+        print(f"{k['workload']:14} {k['variant']:28} {k['profiler']:7} rep{k['rep']}  "
               f"{c['status']}" + (f": {c['reason']}" if c["reason"] else ""))
     return 0
 
