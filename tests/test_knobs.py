@@ -109,6 +109,19 @@ def test_drain_empties_the_queue_the_warmup_filled(cpu_config):
     assert harness.prefetch_depth(t.knobs | {"num_workers": 0}) == 0
 
 
+def test_drain_stops_at_the_first_batch_that_was_not_queued():
+    import time
+
+    def pipeline():  # three batches queued, then each takes a while to make
+        yield from range(3)
+        while True:
+            time.sleep(0.3)
+            yield -1
+    batches = pipeline()
+    assert harness.drain(batches, depth=8, ready_s=0.1) == 4  # the fourth had to be waited for
+    assert next(batches) == -1  # and the queued ones are gone
+
+
 def test_a_slow_phase_stops_after_its_time_but_not_before_its_floor():
     import time
     budget = harness.Budget(steps=30, seconds=0.05, floor=3)

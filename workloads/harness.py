@@ -102,6 +102,23 @@ def build(spec: dict, device: torch.device):
     return workload, model
 
 
+READY_S = 0.1  # a batch already queued arrives within this; one that takes longer was not ready
+
+
+def drain(batches, depth: int, ready_s: float = READY_S) -> int:
+    """Take the batches an input pipeline queued ahead during warm-up (a long compile fills its
+    queue), so that the measured steps see the loader's steady state, not a full buffer. At most
+    `depth` (the queue's size); the first batch that was not ready shows the queue empty and ends
+    it (a short warm-up leaves little queued: waiting for a whole queue's worth of fresh batches
+    would cost seconds per cell). Returns the batches taken."""
+    for k in range(depth):
+        t0 = time.perf_counter()
+        next(batches)
+        if time.perf_counter() - t0 > ready_s:
+            return k + 1
+    return depth
+
+
 class Trainer:
     """One cell's model, optimizer and input pipeline, with the variant's knobs applied."""
 
@@ -171,12 +188,7 @@ class Trainer:
         return {"step": i, "input_s": t1 - t0, "wall_s": time.perf_counter() - t0}
 
     def drain(self) -> int:
-        """Take the batches the loader queued during warm-up (a long compile fills the queue),
-        so that the measured steps see the loader's steady state, not a full buffer."""
-        depth = prefetch_depth(self.knobs)
-        for _ in range(depth):
-            next(self.batches)
-        return depth
+        return drain(self.batches, prefetch_depth(self.knobs))
 
     def check_compiled(self) -> None:
         """A compile variant whose model ran eager (dynamo captured nothing) must not pass as one."""
