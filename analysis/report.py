@@ -102,6 +102,11 @@ def render(out_dir: str | Path) -> Path:
     diag = diagnosis.diagnose(summary, tables["kernels"])
     parts += ["## Diagnosis: each baseline's bottleneck, the fix it calls for, and what that fix measured\n",
               diagnosis.RULES, table(diag)]
+    envs = json.loads((out / "env.json").read_text())
+    flagged = set(map(tuple, aggregate.loss_flags(summary)[["workload", "variant"]].values))
+    targets = sections.targets_section(summary, {str(e.get("gpu", "")) for e in envs}, flagged)
+    if targets:
+        parts += ["## Against the targets: how far optimized is from the state of the art\n", targets]
     for workload in sorted(summary.workload.unique()):
         parts += workload_part(summary, tables, workload, out, cfg)
     parts += ["## Documented claims\n", claims_section(summary)]

@@ -123,6 +123,37 @@ def tuning_section(summary, workload: str, names: list[str]) -> str:
     return table(pd.DataFrame(rows)) if rows else ""
 
 
+TARGETS = Path(__file__).with_name("targets.yaml")
+PHASES = ("input", "forward", "backward", "optimizer", "sync")
+
+
+def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]], path: Path = TARGETS) -> str:
+    """Each target whose GPU ran here: optimized and the fastest single-GPU variant that trains,
+    as % of the target, with the optimized cell's GPU busy share and host phases (nsys)."""
+    import yaml
+    rows = []
+    for t in yaml.safe_load(path.read_text()):
+        w, m = t["workload"], t["metric"]
+        if not any(t["gpu"] in g for g in gpus):
+            continue
+        ok = summary[(summary.workload == w) & (summary.metric == m) & (summary.profiler == "timing")
+                     & (summary.status == "ok") & ~summary.variant.str.fullmatch(r"ddp\d+")]
+        ok = ok[[(w, v) not in loss_flagged for v in ok.variant]]
+        if ok.empty:
+            continue
+        best, opt = ok.loc[ok["median"].idxmax()], metric(summary, w, "optimized", m)
+        busy = metric(summary, w, "optimized", "gpu_busy", "nsys")
+        phases = {p: metric(summary, w, "optimized", f"phase_{p}", "nsys") for p in PHASES}
+        host = ", ".join(f"{p} {num(r['median'])}" for p, r in sorted(
+            ((p, r) for p, r in phases.items() if r is not None), key=lambda pr: -pr[1]["median"]))
+        rows.append({"workload": w, "target": f"{num(t['value'])} {best['unit']}", "reference": t["reference"],
+                     "optimized": f"{fmt(opt['median'], opt['lo'], opt['hi'])} ({100 * opt['median'] / t['value']:.0f}%)" if opt is not None else "",
+                     "fastest that trains": f"{best.variant}: {fmt(best['median'], best.lo, best.hi)} ({100 * best['median'] / t['value']:.0f}%)",
+                     "optimized: GPU busy (%, nsys)": num(busy["median"]) if busy is not None else "",
+                     "optimized: host ms/step by phase (nsys)": host})
+    return table(pd.DataFrame(rows)) if rows else ""
+
+
 def scaling_section(summary, workload: str, names: list[str]) -> str:
     """Data-parallel scaling: optimized on 1 GPU and ddp<N> on N, with the efficiency
     (throughput / (N x one GPU's)) and the time in NCCL's all-reduce (nsys, rank 0)."""

@@ -81,3 +81,24 @@ def test_stage_by_stage_takes_a_skipped_stage_from_the_variant_with_its_knobs(tm
     text = sections.stages_section(summary, cells, ["workers", "amp"], "r", tmp_path)
     assert "| + workers | workers | 400 | 4.00x | 4.00x |" in text and "| + amp | upto-amp | 1,000 | 2.50x | 10.00x |" in text
     assert (tmp_path / "figures" / "stages-r.png").stat().st_size > 5000
+
+
+def test_targets_name_the_fastest_variant_that_trains(results):
+    text = report.render(results).read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| resnet50 | 8,000"))
+    summary = pd.read_csv(results / "summary.csv")
+    tput = summary[(summary.workload == "resnet50") & (summary.metric == "throughput") & (summary.status == "ok")]
+    fastest = tput.loc[tput["median"].idxmax()]
+    assert f"{fastest.variant}: {num(fastest['median'])} ({100 * fastest['median'] / 8000:.0f}%)" in row
+
+
+def test_targets_leave_out_variants_that_do_not_train_and_other_gpus():
+    from analysis import sections
+
+    def r(variant, value):
+        return {"workload": "resnet50", "variant": variant, "profiler": "timing", "metric": "throughput",
+                "unit": "samples/s", "median": value, "lo": value, "hi": value, "n": 1, "status": "ok"}
+    summary = pd.DataFrame([r("optimized", 5000.0), r("optimized+bf16", 6000.0), r("ddp2", 9000.0)])
+    text = sections.targets_section(summary, {"NVIDIA H200"}, {("resnet50", "optimized+bf16")})
+    assert "optimized: 5,000 (62%)" in text and "6,000" not in text and "9,000" not in text
+    assert sections.targets_section(summary, {"NVIDIA A100-SXM4-80GB"}, set()) == ""
