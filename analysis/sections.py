@@ -123,6 +123,21 @@ def tuning_section(summary, workload: str, names: list[str]) -> str:
     return table(pd.DataFrame(rows)) if rows else ""
 
 
+def input_section(summary, workload: str, names: list[str]) -> str:
+    """Each variant's input pipeline alone (profiler `input`) against its training throughput:
+    the share of its loader's ceiling the training reaches (near 100%: input-bound)."""
+    rows = []
+    for v in names:
+        ceiling, trained = metric(summary, workload, v, "throughput", "input"), metric(summary, workload, v, "throughput")
+        used = metric(summary, workload, v, "input_ceiling_used", "input")
+        if ceiling is None:
+            continue
+        rows.append({"variant": v, f"loader alone ({ceiling['unit']})": fmt(ceiling["median"], ceiling["lo"], ceiling["hi"]),
+                     f"training ({ceiling['unit']})": fmt(trained["median"], trained["lo"], trained["hi"]) if trained is not None else "",
+                     "share of the ceiling reached (%)": fmt(used["median"], used["lo"], used["hi"]) if used is not None else ""})
+    return table(pd.DataFrame(rows)) if rows else ""
+
+
 TARGETS = Path(__file__).with_name("targets.yaml")
 PHASES = ("input", "forward", "backward", "optimizer", "sync")
 

@@ -2,9 +2,10 @@
 
 OBSERVERS maps a profiler name (the matrix's `profiler` dimension) to its observer class.
 """
+from profiles.input_only import InputOnly
 from profiles.ncu import Ncu
 from profiles.nsys import Nsys
 from profiles.timing import Timing
 from profiles.torch_profiler import TorchProfiler
 
-OBSERVERS = {"timing": Timing, "torch": TorchProfiler, "nsys": Nsys, "ncu": Ncu}
+OBSERVERS = {"timing": Timing, "input": InputOnly, "torch": TorchProfiler, "nsys": Nsys, "ncu": Ncu}

@@ -49,6 +49,7 @@ class Timing:
     what was observed. Timing marks nothing: it is the unprofiled reference."""
     name = "timing"
     wraps_process = False
+    trains = True  # False: the input pipeline alone (profiles/input_only.py)
     time_bounded = True  # a slow cell may stop measuring early (see harness.Budget)
 
     @classmethod

@@ -139,3 +139,20 @@ def test_fused_optimizer_steps_with_the_fused_sgd(cpu_config):
     x, y = next(t.batches)
     t.step(x, y)
     assert any(not torch.equal(a, p) for a, p in zip(before, t.model.parameters()))
+
+
+@pytest.mark.parametrize("variant", ["baseline", "dali"])
+def test_the_input_observer_runs_the_loader_alone(cpu_config, variant):
+    from workloads import matrix
+    spec = matrix.cell(cpu_config, "resnet50", variant, "input")["spec"]
+    record = harness.run(spec)
+    assert record["status"] == "ok", record["reason"]
+    m = {r["metric"]: r["value"] for r in record["metrics"]}
+    assert m["throughput"] > 0 and "final_loss" not in m
+    assert m["input_wait_share"] > 90  # the loop does nothing but wait for input
+    t = harness.Trainer(spec, trains=False)  # what the observer asks of the trainer
+    w0 = [p.detach().clone() for p in t.model.parameters()]
+    for i in range(2):
+        t.timed_step(i, last=i == 1)
+    assert all(torch.equal(a, b) for a, b in zip(w0, t.model.parameters())) and not t.losses
+    assert t.optimizer.state_dict()["state"] == {}  # no optimizer step was taken

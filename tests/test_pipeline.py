@@ -63,6 +63,10 @@ def test_summary_has_the_documented_columns_and_derived_rows(pipeline):
     assert (pipeline / "results/cpu/figures/speedup-resnet50.png").stat().st_size > 5000
     metrics = pd.read_csv(pipeline / "results/cpu/metrics.csv")
     assert set(metrics.metric) >= {"throughput", "step_time", "input_wait_share", "final_loss", "warmup_time"}
+    # the loader alone sets a ceiling; the training of the same cell reaches a share of it
+    used = summary[(summary.metric == "input_ceiling_used") & (summary.workload == "resnet50")]
+    assert set(used.variant) == {"baseline", "workers", "dali"} and (used["median"] > 0).all()
+    assert "### The input pipeline alone" in report
 
 
 @pytest.mark.slow

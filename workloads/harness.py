@@ -122,8 +122,8 @@ def drain(batches, depth: int, ready_s: float = READY_S) -> int:
 class Trainer:
     """One cell's model, optimizer and input pipeline, with the variant's knobs applied."""
 
-    def __init__(self, spec: dict, device: torch.device | None = None, mark=None):
-        self.spec, self.knobs = spec, spec["knobs"]
+    def __init__(self, spec: dict, device: torch.device | None = None, mark=None, trains: bool = True):
+        self.spec, self.knobs, self.trains = spec, spec["knobs"], trains  # trains=False: the loader alone
         self.mark = mark or (lambda name: nullcontext())  # marks a step's phases for a profiler
         self.shard, rank_device = ddp.init(self.knobs.get("ddp", 0), env.has_cuda())
         self.device = device or rank_device or torch.device("cuda" if env.has_cuda() else "cpu")
@@ -181,10 +181,13 @@ class Trainer:
         with self.mark("input"):
             x, y = next(self.batches)
         t1 = time.perf_counter()
-        self.pending.append(self.step(x, y))
-        if (i + 1) % self.knobs["sync_every"] == 0 or last:
-            with self.mark("sync"):
-                self.sync_losses(i)
+        if not self.trains:  # the loader alone: the batch has reached the device, nothing more
+            self.synchronize()
+        else:
+            self.pending.append(self.step(x, y))
+            if (i + 1) % self.knobs["sync_every"] == 0 or last:
+                with self.mark("sync"):
+                    self.sync_losses(i)
         return {"step": i, "input_s": t1 - t0, "wall_s": time.perf_counter() - t0}
 
     def drain(self) -> int:
@@ -192,13 +195,13 @@ class Trainer:
 
     def check_compiled(self) -> None:
         """A compile variant whose model ran eager (dynamo captured nothing) must not pass as one."""
-        if self.knobs["compile"] and not torch._dynamo.utils.counters["stats"]["unique_graphs"]:
+        if self.knobs["compile"] and self.trains and not torch._dynamo.utils.counters["stats"]["unique_graphs"]:
             raise RuntimeError("torch.compile captured no graph: the model ran eager")
 
     def compile_metrics(self) -> list[dict]:
         """What torch.compile made of the model: graphs captured, and for the modes that capture
         CUDA graphs, the compiled graphs that fell back to plain launches (cudagraph_skips)."""
-        if not self.knobs["compile"]:
+        if not self.knobs["compile"] or not self.trains:
             return []
         counters = torch._dynamo.utils.counters
         rows = [("compiled_graphs", counters["stats"]["unique_graphs"], "graphs")]
@@ -260,7 +263,7 @@ def train(spec: dict, log, out_dir: Path) -> dict:
     cuda = env.has_cuda()
     observer = OBSERVERS[spec["profiler"]](spec, cuda, out_dir)
     host_peak_reset()
-    t = Trainer(spec, mark=observer.phase)
+    t = Trainer(spec, mark=observer.phase, trains=getattr(observer, "trains", True))
     bs = t.workload.params["batch_size"] * t.shard.world  # samples per step over all ranks
     bounded = t.shard.world == 1  # the ranks of a DDP cell must all take the same steps
     t_start, warm, i = time.perf_counter(), [], 0
@@ -318,8 +321,7 @@ def summarize(workload, spec, steps, warm, elapsed, warmup_s, observer, device, 
         ("input_wait_share", 100 * input_s / elapsed, "%"),
         ("warmup_time", warmup_s, "s"),
         ("first_step_time", warm[0]["wall_s"], "s"),
-        ("final_loss", statistics.mean(last), "nats"),
-    ]
+    ] + ([("final_loss", statistics.mean(last), "nats")] if last else [])
     if workload.units_per_sample() > 1:
         metrics.append(("token_throughput", n * bs * workload.units_per_sample() / elapsed, "tokens/s"))
     if device.type == "cuda":
