@@ -156,3 +156,15 @@ def test_the_input_observer_runs_the_loader_alone(cpu_config, variant):
         t.timed_step(i, last=i == 1)
     assert all(torch.equal(a, b) for a, b in zip(w0, t.model.parameters())) and not t.losses
     assert t.optimizer.state_dict()["state"] == {}  # no optimizer step was taken
+
+
+@pytest.mark.parametrize("backend,kernel", [("flash", "aten::_scaled_dot_product_flash_attention_for_cpu"),
+                                            ("math", "aten::_scaled_dot_product_attention_math")])
+def test_sdpa_backend_picks_the_attention_kernel(cpu_config, backend, kernel):
+    spec = _with(cpu_config, "vit_b_16", "baseline", sdpa_backend=backend)
+    t = harness.Trainer(spec)
+    x, y = next(t.batches)
+    with torch.profiler.profile() as prof:
+        t.step(x, y)
+    ops = {e.name for e in prof.events()}
+    assert kernel in ops and not {o for o in ops if "_scaled_dot_product" in o and "backward" not in o} - {kernel}

@@ -43,6 +43,7 @@ def test_optimized_applies_every_applicable_fix(cfg):
     ("dali", "lstm", "DALI decodes images; lstm reads tokens"),
     ("optimized-no-dali", "lstm", "same as optimized: DALI decodes images"),
     ("optimized+hw-jpeg", "lstm", "DALI decodes images; lstm reads tokens"),
+    ("optimized+flash-attention", "resnet50", "sdpa_backend applies to models with attention; resnet50 has none"),
     # DALI hands over batches on the GPU, so pinning and the side-stream copy cannot act there
     ("optimized-no-pinned-async", "resnet50", "same as optimized here: pinned-async has no effect"),
 ])
@@ -110,6 +111,10 @@ def test_a_tuning_lever_is_measured_on_top_of_optimized(cfg):
     assert "needs a CUDA GPU" in resolve(cfg, "optimized+cuda-graphs", "resnet50", Machine("gpu", cuda=False))[1]
     knobs, _ = resolve(cfg, "optimized+fused-sgd", "lstm", CPU)
     assert knobs["fused_optimizer"] is True and knobs["num_workers"] == 2
+    # attention kernels: flash and math exist on a CPU, cuDNN's need CUDA
+    assert resolve(cfg, "optimized+flash-attention", "vit_b_16", CPU)[0]["sdpa_backend"] == "flash"
+    assert "needs a CUDA GPU" in resolve(cfg, "optimized+cudnn-attention", "vit_b_16", CPU)[1]
+    assert resolve(cfg, "optimized+cudnn-attention", "transformer_lm")[0]["sdpa_backend"] == "cudnn"
 
 
 def test_data_parallel_variants_need_as_many_gpus_as_processes(cfg):

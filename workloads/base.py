@@ -52,6 +52,7 @@ class Workload:
     data: ClassVar[str] = ""          # "images" or "tokens": which generated dataset it reads
     unit: ClassVar[str] = "samples"   # what one batch row is, for throughput
     cnn: ClassVar[bool] = False       # channels_last applies
+    attention: ClassVar[bool] = False  # its attention runs through scaled_dot_product_attention (sdpa_backend applies)
     # preset -> sizes and settings: batch_size (required), lr (SGD, momentum 0.9; default 0.01), ...
     defaults: ClassVar[dict[str, dict[str, Any]]] = {}
 
@@ -78,6 +79,8 @@ class Workload:
         or None when it does. Override to add a workload's own limits, calling super()."""
         if knob == "channels_last" and value and not cls.cnn:
             return f"channels_last applies to CNNs; {cls.name} is not one"
+        if knob == "sdpa_backend" and value != "auto" and not cls.attention:
+            return f"sdpa_backend applies to models with attention; {cls.name} has none"
         if knob in ("loader", "dali_hw_decoder_load") and value != "torch" and cls.data != "images":
             return f"DALI decodes images; {cls.name} reads {cls.data}"
         if knob == "loader" and value == "dali" and not _installed("nvidia.dali"):

@@ -27,6 +27,16 @@ from workloads import ddp, loaders
 from workloads.data import check_dataset
 
 AUTOCAST = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
+SDPA = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION", "math": "MATH"}
+
+
+def attention_kernels(backend: str):
+    """The sdpa_backend knob: scaled_dot_product_attention restricted to one kernel family, or
+    PyTorch's own choice ("auto")."""
+    if backend == "auto":
+        return nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel(getattr(SDPBackend, SDPA[backend]))
 
 
 LOG_TAIL = 8  # lines of a failed cell's log kept in its record
@@ -149,7 +159,7 @@ class Trainer:
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """One optimization step under the variant's precision; returns the loss (on the device)."""
         autocast = torch.autocast(self.device.type, dtype=self.dtype) if self.dtype else nullcontext()
-        with self.mark("forward"), autocast:
+        with self.mark("forward"), autocast, attention_kernels(self.knobs.get("sdpa_backend", "auto")):
             loss = self.workload.loss(self.forward(x), y)
         with self.mark("backward"):
             self.optimizer.zero_grad(set_to_none=True)

@@ -28,6 +28,7 @@ class TransformerLanguageModel(nn.Module):
 @register
 class TransformerLM(SequenceWorkload):
     name = "transformer_lm"
+    attention = True
     defaults = {
         "cpu": {"batch_size": 8, "seq_len": 16, "vocab": 10000, "lr": 0.05},
         "gpu": {"batch_size": 128, "seq_len": 128, "vocab": 10000, "lr": 0.05},

@@ -9,7 +9,8 @@ from workloads.base import Workload
 
 # knob -> values that need a CUDA device to mean anything
 CUDA_ONLY = {"precision": {"tf32"}, "cudnn_benchmark": {True}, "pin_memory": {True}, "copy": {"async"},
-             "compile": {"reduce-overhead", "max-autotune"}}  # these two modes capture CUDA graphs
+             "compile": {"reduce-overhead", "max-autotune"},  # these two modes capture CUDA graphs
+             "sdpa_backend": {"efficient", "cudnn"}}  # PyTorch's CPU attention has flash and math only
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from workloads.base import VisionWorkload, register
 @register
 class ViTB16(VisionWorkload):
     name = "vit_b_16"
+    attention = True
     defaults = {
         "cpu": {"batch_size": 4, "image_size": 64, "lr": 0.002},
         "gpu": {"batch_size": 128, "image_size": 224, "lr": 0.005},
