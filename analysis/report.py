@@ -99,11 +99,11 @@ def render(out_dir: str | Path) -> Path:
     if machine == "cpu":
         parts.append("> **CPU preset**: small sizes on a CPU, to show the pipeline working. These numbers say "
                      "nothing about GPU training and are not comparable with any GPU's.\n")
-    parts += ["## Environment\n", environment(json.loads((out / "env.json").read_text()))]
+    envs = json.loads((out / "env.json").read_text())
+    parts += ["## Environment\n", environment(envs)]
     diag = diagnosis.diagnose(summary, tables["kernels"])
     parts += ["## Diagnosis: each baseline's bottleneck, the fix it calls for, and what that fix measured\n",
               diagnosis.RULES, table(diag)]
-    envs = json.loads((out / "env.json").read_text())
     flagged = set(map(tuple, aggregate.loss_flags(summary)[["workload", "variant"]].values))
     targets = sections.targets_section(summary, {str(e.get("gpu", "")) for e in envs}, flagged)
     if targets:

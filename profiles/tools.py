@@ -43,6 +43,7 @@ class WrappingObserver:
     the record the process wrote."""
     name = ""
     wraps_process = True
+    trains = True
     time_bounded = False  # a profile covers every measured step
 
     def __init__(self, spec: dict, cuda: bool, out_dir: Path):

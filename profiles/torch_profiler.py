@@ -13,6 +13,7 @@ from profiles import kineto
 class TorchProfiler:
     name = "torch"
     wraps_process = False
+    trains = True
     time_bounded = False  # the schedule traces every measured step
 
     @classmethod

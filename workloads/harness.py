@@ -273,7 +273,7 @@ def train(spec: dict, log, out_dir: Path) -> dict:
     cuda = env.has_cuda()
     observer = OBSERVERS[spec["profiler"]](spec, cuda, out_dir)
     host_peak_reset()
-    t = Trainer(spec, mark=observer.phase, trains=getattr(observer, "trains", True))
+    t = Trainer(spec, mark=observer.phase, trains=observer.trains)
     bs = t.workload.params["batch_size"] * t.shard.world  # samples per step over all ranks
     bounded = t.shard.world == 1  # the ranks of a DDP cell must all take the same steps
     t_start, warm, i = time.perf_counter(), [], 0
