@@ -59,3 +59,14 @@ def test_a_failed_cell_hands_over_to_a_fresh_process_and_a_rerun_skips_done_cell
     assert not sweep.done(fine, jobs[1][1])
     run_sweep(jobs, tmp_path / "sweep.json")
     assert json.loads(jobs[1][1].read_text())["spec"]["measured_steps"] == 4
+
+
+def test_a_record_made_before_a_knob_existed_counts_only_for_the_knobs_old_value(cpu_config, tmp_path):
+    spec = spec_of(cpu_config, "vit_b_16", "baseline")
+    assert spec["knobs"]["sdpa_backend"] == "auto"
+    old = {**spec, "knobs": {k: v for k, v in spec["knobs"].items() if k != "sdpa_backend"}, "cell_hash": "older"}
+    out = tmp_path / "metrics.json"
+    out.write_text(json.dumps({"spec": old, "status": "ok"}))
+    assert sweep.done(spec, out)
+    assert not sweep.done({**spec, "knobs": {**spec["knobs"], "sdpa_backend": "flash"}}, out)
+    assert not sweep.done({**spec, "seed": spec["seed"] + 1}, out)
