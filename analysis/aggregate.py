@@ -5,7 +5,9 @@ cells.csv    one row per cell (workload, variant, profiler, rep): ok / failed / 
              for a failed cell the last lines of its log
 summary.csv  one row per workload x variant x profiler x metric: median over repetitions with its
              spread lo..hi (min..max over repetitions), n (repetitions that ran); a cell with no
-             successful repetition has one row with its status and reason instead.
+             successful repetition has one row with its status and reason instead; `failed` counts
+             a cell's failed runs (a cell that failed in some runs and not in others keeps its
+             statistics over the runs that trained, and its reason says how many failed and why).
 env.json     the environment(s) the runs recorded, with the profiling tools' versions
 kernels.csv  the top kernels each profiled run saw (torch, nsys) and ncu's measurements of them
 variants.csv each variant's knobs per workload
@@ -92,10 +94,23 @@ def summarize(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     summary = g.agg(median="median", lo="min", hi="max", n="count").reset_index()
     summary = pd.concat([summary, derived(summary)], ignore_index=True)
     summary["status"], summary["reason"] = "ok", None
-    failed = cells.groupby(KEYS, sort=False).agg(
-        ok=("status", lambda s: (s == "ok").sum()), status=("status", "first"), reason=("reason", "first"))
-    missing = failed[failed["ok"] == 0].reset_index()[[*KEYS, "status", "reason"]]
+    runs = cells.groupby(KEYS, sort=False).agg(
+        ok=("status", lambda s: (s == "ok").sum()), failed=("status", lambda s: (s == "failed").sum()),
+        status=("status", "first"), reason=("reason", lambda r: next((x for x in r if isinstance(x, str)), None)))
+    repeated = (runs.failed > 0) & (runs.ok + runs.failed > 1)  # say how often a cell failed
+    runs.loc[repeated, "reason"] = [f"failed in {r.failed} of {r.ok + r.failed} runs: {r.reason}"
+                                    for _, r in runs[repeated].iterrows()]
+    key = list(zip(*(summary[k] for k in KEYS)))
+    summary["failed"] = [int(runs.failed.get(k, 0)) for k in key]
+    summary["reason"] = [runs.reason.get(k) if runs.failed.get(k, 0) else None for k in key]
+    missing = runs[runs["ok"] == 0].reset_index()[[*KEYS, "status", "reason", "failed"]]
     return pd.concat([summary, missing], ignore_index=True)
+
+
+def unreliable(summary: pd.DataFrame) -> pd.DataFrame:
+    """Cells that trained in some runs and failed in others (one row per cell, with the reason)."""
+    rows = summary[(summary.status == "ok") & (summary.get("failed", 0) > 0)]
+    return rows.drop_duplicates(KEYS)[[*KEYS, "reason"]]
 
 
 def derived(summary: pd.DataFrame) -> pd.DataFrame:

@@ -24,11 +24,14 @@ def cell(summary: pd.DataFrame, workload: str, variant: str, metric: str) -> str
 def variants_table(summary: pd.DataFrame, workload: str, names: list[str]) -> str:
     unit = summary[(summary.workload == workload) & (summary.metric == "throughput")].unit
     flags = set(aggregate.loss_flags(summary[summary.workload == workload]).variant)
+    shaky = aggregate.unreliable(summary[(summary.workload == workload) & (summary.profiler == "timing")])
+    failed = {v: f" **{why.split(':')[0]}**" for v, why in zip(shaky.variant, shaky.reason)}
     rows = [{"variant": v, f"throughput ({unit.iloc[0] if len(unit) else ''})": cell(summary, workload, v, "throughput"),
              "speedup (x)": cell(summary, workload, v, "speedup"), "step (ms)": cell(summary, workload, v, "step_time"),
              "input wait (%)": cell(summary, workload, v, "input_wait_share"),
              "peak memory (GiB)": cell(summary, workload, v, "peak_memory") or cell(summary, workload, v, "peak_host_memory"),
-             "loss vs baseline (%)": cell(summary, workload, v, "loss_vs_baseline") + (" **check**" if v in flags else "")}
+             "loss vs baseline (%)": cell(summary, workload, v, "loss_vs_baseline") + (" **check**" if v in flags else "")
+                                     + failed.get(v, "")}
             for v in names if cell(summary, workload, v, "throughput")]
     return table(pd.DataFrame(rows)) if rows else "(no variant ran)\n"
 
@@ -96,6 +99,11 @@ def render(out_dir: str | Path) -> Path:
     if len(ok_rows) and ok_rows.n.max() == 1:
         parts.append("> **One repetition per cell**: the brackets show no spread, so small differences between "
                      "variants are not established here; the pipeline's default is 3 repetitions.\n")
+    elif len(ok_rows) and ok_rows.n.nunique() > 1:
+        reps = ok_rows.groupby("workload").n.agg(lambda n: "-".join(str(int(x)) for x in sorted({n.min(), n.max()})))
+        parts.append("> **Repetitions differ between cells** (timing runs that trained, per workload: "
+                     + ", ".join(f"{w} {r}" for w, r in reps.items()) + "): a figure without brackets comes from "
+                     "one run, and small differences between variants are not established by it.\n")
     if machine == "cpu":
         parts.append("> **CPU preset**: small sizes on a CPU, to show the pipeline working. These numbers say "
                      "nothing about GPU training and are not comparable with any GPU's.\n")
@@ -105,6 +113,7 @@ def render(out_dir: str | Path) -> Path:
     parts += ["## Diagnosis: each baseline's bottleneck, the fix it calls for, and what that fix measured\n",
               diagnosis.RULES, table(diag)]
     flagged = set(map(tuple, aggregate.loss_flags(summary)[["workload", "variant"]].values))
+    flagged |= set(map(tuple, aggregate.unreliable(summary[summary.profiler == "timing"])[["workload", "variant"]].values))
     targets = sections.targets_section(summary, {str(e.get("gpu", "")) for e in envs}, flagged)
     if targets:
         parts += ["## Against the targets: how far optimized is from the state of the art\n", targets]
@@ -114,7 +123,8 @@ def render(out_dir: str | Path) -> Path:
     overhead = sections.overhead_section(summary)
     if overhead:
         parts += ["## What each profiler costs\n", overhead]
-    bad = summary[summary.status != "ok"][["workload", "variant", "profiler", "status", "reason"]]
+    bad = pd.concat([summary[summary.status != "ok"], aggregate.unreliable(summary).assign(status="failed in some runs")])
+    bad = bad[["workload", "variant", "profiler", "status", "reason"]].sort_values(["workload", "variant", "profiler"])
     parts += ["## Failed and skipped cells\n", table(bad) if len(bad) else "None.\n"]
     path = out / "REPORT.md"
     path.write_text("\n".join(parts))

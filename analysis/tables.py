@@ -15,9 +15,16 @@ def fmt(median, lo, hi) -> str:
     return num(median) if lo == hi else f"{num(median)} [{num(lo)}, {num(hi)}]"
 
 
+def text(v) -> str:
+    """A table cell: numbers as num() writes them, missing values empty."""
+    if isinstance(v, float):
+        return "" if pd.isna(v) else num(v)
+    return "" if v is None else str(v)
+
+
 def table(df: pd.DataFrame) -> str:
     head = "| " + " | ".join(df.columns) + " |\n| " + " | ".join("---" for _ in df.columns) + " |\n"
-    return head + "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in df.itertuples(index=False))
+    return head + "".join("| " + " | ".join(map(text, row)) + " |\n" for row in df.itertuples(index=False))
 
 
 def row(summary: pd.DataFrame, workload: str, variant: str, metric: str, profiler: str = "timing"):

@@ -67,3 +67,18 @@ def test_unreadable_record_names_the_file(tmp_path):
     bad.write_text('{"keys": ')
     with pytest.raises(ValueError, match=f"unreadable run record {bad}"):
         aggregate.main([bad], [], tmp_path / "out")
+
+
+def test_a_cell_that_failed_in_one_run_and_trained_in_another_says_so(tmp_path):
+    """Real H200 records of one cell: repetition 0 went NaN, repetition 1 trained. Its figures come
+    from the run that trained, and the cell carries how often it failed and why."""
+    paths = sorted((Path(__file__).parent / "data" / "h200-repeats").glob("*.json"))
+    summary = aggregate.main(paths, [], tmp_path)
+    rows = summary[(summary.variant == "optimized+bf16")]
+    tput = rows[rows.metric == "throughput"].iloc[0]
+    assert tput.status == "ok" and tput.n == 1 and tput.failed == 1
+    assert tput.reason.startswith("failed in 1 of 2 runs: non-finite loss")
+    assert (rows.failed == 1).all()
+    assert aggregate.unreliable(summary)[["variant", "profiler"]].values.tolist() == [["optimized+bf16", "timing"]]
+    base = summary[(summary.variant == "baseline") & (summary.metric == "throughput")].iloc[0]
+    assert base.n == 2 and base.failed == 0 and pd.isna(base.reason)

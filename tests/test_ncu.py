@@ -86,3 +86,24 @@ def test_the_tools_version_is_the_line_that_names_it():
     assert version_line(ncu_banner) == "Version 2025.3.1.0 (build 36398880) (public-release)"
     assert version_line("NVIDIA Nsight Systems version 2025.3.1.0\n") == "NVIDIA Nsight Systems version 2025.3.1.0"
     assert version_line("") == "unknown"
+
+
+@pytest.mark.parametrize("variant", ["baseline", "optimized"])
+def test_the_parser_reads_real_h200_reports_as_the_pipeline_recorded_them(tmp_path, variant):
+    """The .ncu-rep files the pipeline wrote on the H200 (xz-compressed here) parse into the kernel
+    table the same run recorded: three kernels, with their bound class."""
+    import lzma
+    folder = DATA / f"resnet50-{variant}-ncu"
+    report = tmp_path / "ncu.ncu-rep"
+    report.write_bytes(lzma.decompress((folder / "ncu.ncu-rep.xz").read_bytes()))
+    recorded = json.loads((folder / "metrics.json").read_text())["ncu"]["kernels"]
+    parsed = ncu.parse(report)
+    assert [k["mangled"] for k in parsed] == [k["mangled"] for k in recorded] and len(parsed) == 3
+    for mine, theirs in zip(parsed, recorded):
+        assert mine["launches"] == theirs["launches"] and mine["bound"] == theirs["bound"]
+        for m in ("duration_us", "sm_pct", "memory_pct", "dram_pct", "achieved_occupancy", "tensor_pct"):
+            assert mine[m] == pytest.approx(theirs[m], rel=1e-9, abs=1e-9)
+        assert 0 < mine["achieved_occupancy"] <= mine["theoretical_occupancy"] + 1 <= 101
+    # fp32 without TF32 leaves the tensor pipe idle; AMP's convolutions run on it
+    convolutions = [k["tensor_pct"] for k in parsed if "implicit_gemm" in k["name"]]
+    assert max(convolutions) < 5 if variant == "baseline" else min(convolutions) > 50

@@ -102,3 +102,23 @@ def test_targets_leave_out_variants_that_do_not_train_and_other_gpus():
     text = sections.targets_section(summary, {"NVIDIA H200"}, {("resnet50", "optimized+bf16")})
     assert "optimized: 5,000 (62%)" in text and "6,000" not in text and "9,000" not in text
     assert sections.targets_section(summary, {"NVIDIA A100-SXM4-80GB"}, set()) == ""
+
+
+def test_a_cell_that_failed_in_some_runs_is_marked_and_never_the_fastest_that_trains(tmp_path):
+    import json
+    repeats = sorted((Path(__file__).parent / "data" / "h200-repeats").glob("*.json"))
+    optimized = json.loads((Path(__file__).parent / "data" / "h200-timing" / "resnet50--optimized.json").read_text())
+    failed = tmp_path / "resnet50--optimized--rep1.json"  # the same cell failing in a second run
+    failed.write_text(json.dumps({**optimized, "keys": {**optimized["keys"], "rep": 1}, "status": "failed",
+                                  "reason": "non-finite loss: loss is nan at step 3", "metrics": []}))
+    out = tmp_path / "h200"
+    aggregate.main(H200 + repeats + [failed], [], out)
+    text = report.render(out).read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| optimized+bf16 |"))
+    assert row.endswith("**failed in 1 of 2 runs** |")
+    assert "| transformer_lm | optimized+bf16 | timing | failed in some runs | failed in 1 of 2 runs: non-finite" in text
+    target = next(line for line in text.splitlines() if line.startswith("| resnet50 | 8,000"))
+    fastest = target.split(" | ")[4]  # without the failed run it is "optimized: 5,543 (69%)"
+    assert fastest and not fastest.startswith("optimized:")
+    import re
+    assert not re.search(r"\d\.\d{6,}", text)  # every number in the report is formatted
