@@ -43,8 +43,11 @@ def measure(test: dict, summary: pd.DataFrame) -> tuple[tuple[float, float, floa
     return (b["median"] - a["median"], b["lo"] - a["hi"], b["hi"] - a["lo"]), None
 
 
-def verdict(kind: str, value: float, lo: float, hi: float, effect: float | None) -> str:
+def verdict(kind: str, value: float, lo: float, hi: float, effect: float | None,
+            within: list[float] | None = None) -> str:
     if kind == "share":
+        if within:  # the article states a range: the measured value must fall in it
+            return "holds" if within[0] <= value <= within[1] else "does not hold (outside the documented range)"
         if effect is None:
             return "holds"
         return "holds" if abs(value - effect) <= 0.5 * effect else "does not hold"
@@ -70,7 +73,7 @@ def evaluate(summary: pd.DataFrame, claims: list[dict] | None = None) -> pd.Data
             row.update(value=None, lo=None, hi=None, verdict="not measurable here", why=why)
         else:
             row.update(value=measured[0], lo=measured[1], hi=measured[2], why=None,
-                       verdict=verdict(t["kind"], *measured, t.get("effect")))
+                       verdict=verdict(t["kind"], *measured, t.get("effect"), t.get("range")))
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -25,6 +25,12 @@ def test_verdict_branches(kind, measured, effect, expected):
     assert claims.verdict(kind, *measured, effect) == expected
 
 
+@pytest.mark.parametrize("value,expected", [(62.0, "holds"), (50.0, "holds"),
+                                            (37.5, "does not hold (outside the documented range)")])
+def test_a_documented_range_decides_a_share(value, expected):
+    assert claims.verdict("share", value, value, value, 62.5, [50, 75]) == expected
+
+
 def test_registry_covers_every_documented_claim():
     ids = {c["id"] for c in claims.load()}
     assert ids == {"resnet50-e2e", "loader-wait", "item-sync", "time-breakdown", "compile-kernels", "amp-kernels",
