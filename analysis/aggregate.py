@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 KEYS = ["workload", "variant", "profiler"]
+CEILINGS = {"input": "input_ceiling_used", "step": "step_ceiling_used"}  # profilers that measure a ceiling
 LOSS_TOLERANCE = 10.0  # % a variant's loss may sit above the baseline's before it is flagged
 LOSS_STEPS = 3  # common steps the loss check averages over
 
@@ -130,14 +131,15 @@ def derived(summary: pd.DataFrame) -> pd.DataFrame:
 
 def overheads(summary: pd.DataFrame) -> list[dict]:
     """Per cell observed by more than timing: each profiler's overhead (%), and for the loader
-    alone (`input`) the share of its throughput the training reaches (input_ceiling_used, %)."""
+    alone (`input`) and the step alone (`step`) the share of their throughput the training reaches
+    (input_ceiling_used, step_ceiling_used, %)."""
     tput = summary[summary["metric"] == "throughput"].set_index(["workload", "variant", "profiler"])
     out = []
     for (w, v, p), r in tput.iterrows():
         if p != "timing" and (w, v, "timing") in tput.index:
             t = tput.loc[(w, v, "timing")]
-            if p == "input":
-                name, vals = "input_ceiling_used", [100 * t["median"] / r["median"], 100 * t["lo"] / r["hi"], 100 * t["hi"] / r["lo"]]
+            if p in CEILINGS:
+                name, vals = CEILINGS[p], [100 * t["median"] / r["median"], 100 * t["lo"] / r["hi"], 100 * t["hi"] / r["lo"]]
             else:
                 name, vals = "profiler_overhead", [100 * (t["median"] / r["median"] - 1), 100 * (t["lo"] / r["hi"] - 1),
                                                    100 * (t["hi"] / r["lo"] - 1)]

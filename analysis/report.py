@@ -73,7 +73,7 @@ def workload_part(summary, tables: dict, workload: str, out: Path, cfg: dict) ->
             ("Past the articles: levers on top of optimized", sections.tuning_section(summary, workload, names)),
             ("Data-parallel scaling", sections.scaling_section(summary, workload, names)),
             ("Stage by stage: one fix after another", sections.stages_section(summary, tables["cells"], chain, workload, out)),
-            ("The input pipeline alone: the ceiling each loader sets", sections.input_section(summary, workload, names)),
+            ("Ceilings: the loader alone and the step alone", sections.ceilings_section(summary, workload, names)),
             ("Where the time goes", sections.time_section(summary, workload, out)),
             ("Kernels", sections.kernels_section(tables["kernels"], workload)),
             ("Against the limit", sections.limits_section(summary, tables["variants"], tables["limits"], workload))):

@@ -123,18 +123,22 @@ def tuning_section(summary, workload: str, names: list[str]) -> str:
     return table(pd.DataFrame(rows)) if rows else ""
 
 
-def input_section(summary, workload: str, names: list[str]) -> str:
-    """Each variant's input pipeline alone (profiler `input`) against its training throughput:
-    the share of its loader's ceiling the training reaches (near 100%: input-bound)."""
+def ceilings_section(summary, workload: str, names: list[str]) -> str:
+    """Each variant's two ceilings against its training throughput: the loader alone (profiler
+    `input`) and the step alone (profiler `step`), with the share of each the training reaches
+    (near 100% of one: bound by that side)."""
+    def show(r):
+        return fmt(r["median"], r["lo"], r["hi"]) if r is not None else ""
     rows = []
     for v in names:
-        ceiling, trained = metric(summary, workload, v, "throughput", "input"), metric(summary, workload, v, "throughput")
-        used = metric(summary, workload, v, "input_ceiling_used", "input")
-        if ceiling is None:
+        loader, step = (metric(summary, workload, v, "throughput", p) for p in ("input", "step"))
+        if loader is None and step is None:
             continue
-        rows.append({"variant": v, f"loader alone ({ceiling['unit']})": fmt(ceiling["median"], ceiling["lo"], ceiling["hi"]),
-                     f"training ({ceiling['unit']})": fmt(trained["median"], trained["lo"], trained["hi"]) if trained is not None else "",
-                     "share of the ceiling reached (%)": fmt(used["median"], used["lo"], used["hi"]) if used is not None else ""})
+        unit = (loader if loader is not None else step)["unit"]
+        rows.append({"variant": v, f"loader alone ({unit})": show(loader), f"step alone ({unit})": show(step),
+                     f"training ({unit})": show(metric(summary, workload, v, "throughput")),
+                     "% of the loader's": show(metric(summary, workload, v, "input_ceiling_used", "input")),
+                     "% of the step's": show(metric(summary, workload, v, "step_ceiling_used", "step"))})
     return table(pd.DataFrame(rows)) if rows else ""
 
 

@@ -5,7 +5,8 @@ OBSERVERS maps a profiler name (the matrix's `profiler` dimension) to its observ
 from profiles.input_only import InputOnly
 from profiles.ncu import Ncu
 from profiles.nsys import Nsys
+from profiles.step_only import StepOnly
 from profiles.timing import Timing
 from profiles.torch_profiler import TorchProfiler
 
-OBSERVERS = {"timing": Timing, "input": InputOnly, "torch": TorchProfiler, "nsys": Nsys, "ncu": Ncu}
+OBSERVERS = {"timing": Timing, "input": InputOnly, "step": StepOnly, "torch": TorchProfiler, "nsys": Nsys, "ncu": Ncu}

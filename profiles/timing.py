@@ -50,6 +50,7 @@ class Timing:
     name = "timing"
     wraps_process = False
     trains = True  # False: the input pipeline alone (profiles/input_only.py)
+    one_batch = False  # True: one batch fed again every step, the step alone (profiles/step_only.py)
     time_bounded = True  # a slow cell may stop measuring early (see harness.Budget)
 
     @classmethod

@@ -44,6 +44,7 @@ class WrappingObserver:
     name = ""
     wraps_process = True
     trains = True
+    one_batch = False
     time_bounded = False  # a profile covers every measured step
 
     def __init__(self, spec: dict, cuda: bool, out_dir: Path):

@@ -14,6 +14,7 @@ class TorchProfiler:
     name = "torch"
     wraps_process = False
     trains = True
+    one_batch = False
     time_bounded = False  # the schedule traces every measured step
 
     @classmethod

@@ -158,6 +158,24 @@ def test_the_input_observer_runs_the_loader_alone(cpu_config, variant):
     assert t.optimizer.state_dict()["state"] == {}  # no optimizer step was taken
 
 
+@pytest.mark.parametrize("variant", ["workers", "dali"])
+def test_the_step_observer_trains_on_one_batch_of_the_loaders(cpu_config, variant):
+    from workloads import matrix
+    spec = {**matrix.cell(cpu_config, "resnet50", variant, "step")["spec"]}
+    record = harness.run(spec)
+    assert record["status"] == "ok", record["reason"]
+    m = {r["metric"]: r["value"] for r in record["metrics"]}
+    assert m["throughput"] > 0 and math.isfinite(m["final_loss"])
+    t = harness.Trainer(spec, one_batch=True)  # what the observer asks of the trainer
+    batches = [next(t.batches) for _ in range(3)]
+    assert all(x is batches[0][0] and y is batches[0][1] for x, y in batches)  # the same tensors again
+    w0 = [p.detach().clone() for p in t.model.parameters()]
+    for i in range(2):
+        t.timed_step(i, last=i == 1)
+    assert not all(torch.equal(a, b) for a, b in zip(w0, t.model.parameters())) and len(t.losses) == 2
+    assert t.drain() == 0
+
+
 @pytest.mark.parametrize("backend,kernel", [("flash", "aten::_scaled_dot_product_flash_attention_for_cpu"),
                                             ("math", "aten::_scaled_dot_product_attention_math")])
 def test_sdpa_backend_picks_the_attention_kernel(cpu_config, backend, kernel):

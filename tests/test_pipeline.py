@@ -66,7 +66,10 @@ def test_summary_has_the_documented_columns_and_derived_rows(pipeline):
     # the loader alone sets a ceiling; the training of the same cell reaches a share of it
     used = summary[(summary.metric == "input_ceiling_used") & (summary.workload == "resnet50")]
     assert set(used.variant) == {"baseline", "workers", "dali"} and (used["median"] > 0).all()
-    assert "### The input pipeline alone" in report
+    # the step alone sets the other ceiling
+    step = summary[(summary.metric == "step_ceiling_used") & (summary.workload == "resnet50")]
+    assert set(step.variant) == {"baseline", "optimized"} and (step["median"] > 0).all()
+    assert "### Ceilings: the loader alone and the step alone" in report
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ input, the GPU time between step ends (CUDA events, no extra sync) and the loss.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import resource
@@ -132,8 +133,10 @@ def drain(batches, depth: int, ready_s: float = READY_S) -> int:
 class Trainer:
     """One cell's model, optimizer and input pipeline, with the variant's knobs applied."""
 
-    def __init__(self, spec: dict, device: torch.device | None = None, mark=None, trains: bool = True):
+    def __init__(self, spec: dict, device: torch.device | None = None, mark=None, trains: bool = True,
+                 one_batch: bool = False):
         self.spec, self.knobs, self.trains = spec, spec["knobs"], trains  # trains=False: the loader alone
+        self.one_batch = one_batch
         self.mark = mark or (lambda name: nullcontext())  # marks a step's phases for a profiler
         self.shard, rank_device = ddp.init(self.knobs.get("ddp", 0), env.has_cuda())
         self.device = device or rank_device or torch.device("cuda" if env.has_cuda() else "cpu")
@@ -153,6 +156,8 @@ class Trainer:
         replica = ddp.wrap(self.model, self.device) if self.shard.world > 1 else self.model
         self.forward = torch.compile(replica, mode=mode) if mode else replica
         self.loader, self.batches = input_batches(self.workload, spec, self.device, self.shard)
+        if one_batch:  # the step alone: one batch of the loader's, fed again every step
+            self.batches = itertools.repeat(next(self.batches))
         self.pending: list[torch.Tensor] = []
         self.losses: dict[int, float] = {}
 
@@ -201,7 +206,7 @@ class Trainer:
         return {"step": i, "input_s": t1 - t0, "wall_s": time.perf_counter() - t0}
 
     def drain(self) -> int:
-        return drain(self.batches, prefetch_depth(self.knobs))
+        return 0 if self.one_batch else drain(self.batches, prefetch_depth(self.knobs))
 
     def check_compiled(self) -> None:
         """A compile variant whose model ran eager (dynamo captured nothing) must not pass as one."""
@@ -273,7 +278,7 @@ def train(spec: dict, log, out_dir: Path) -> dict:
     cuda = env.has_cuda()
     observer = OBSERVERS[spec["profiler"]](spec, cuda, out_dir)
     host_peak_reset()
-    t = Trainer(spec, mark=observer.phase, trains=observer.trains)
+    t = Trainer(spec, mark=observer.phase, trains=observer.trains, one_batch=observer.one_batch)
     bs = t.workload.params["batch_size"] * t.shard.world  # samples per step over all ranks
     bounded = t.shard.world == 1  # the ranks of a DDP cell must all take the same steps
     t_start, warm, i = time.perf_counter(), [], 0
