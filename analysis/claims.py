@@ -79,7 +79,9 @@ def evaluate(summary: pd.DataFrame, claims: list[dict] | None = None) -> pd.Data
 
 
 def _documented(c: dict) -> str:
-    d = c["documented"]
+    d, within = c["documented"], c["test"].get("range")
+    if within:
+        return f"{within[0]:g}-{within[1]:g} {d['unit']}"
     if "before" in d:
         return f"{d['before']:g} -> {d['after']:g} {d['unit']}"
     return f"{d['value']:g} {d['unit']}" if "value" in d else f"(no number; {d['unit']})"

@@ -56,3 +56,8 @@ def test_a_failed_cell_makes_its_claim_not_measurable_with_the_reason():
                              "status": "failed", "reason": "out of memory (batch_size=256)"}])
     row = claims.evaluate(summary).set_index("id").loc["resnet50-e2e"]
     assert row.verdict == "not measurable here" and "out of memory" in row.why
+
+
+def test_a_documented_range_is_what_the_report_quotes():
+    occupancy = next(c for c in claims.load() if c["id"] == "occupancy-range")
+    assert claims._documented(occupancy) == "50-75 % achieved occupancy"
