@@ -94,12 +94,12 @@ def summarize(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     g = metrics.groupby([*KEYS, "metric", "unit"], sort=False)["value"]
     summary = g.agg(median="median", lo="min", hi="max", n="count").reset_index()
     summary = pd.concat([summary, derived(summary)], ignore_index=True)
-    summary["status"], summary["reason"] = "ok", None
+    summary["status"], summary["reason"] = "ok", None  # reason: filled below for cells that failed
     runs = cells.groupby(KEYS, sort=False).agg(
         ok=("status", lambda s: (s == "ok").sum()), failed=("status", lambda s: (s == "failed").sum()),
         status=("status", "first"), reason=("reason", lambda r: next((x for x in r if isinstance(x, str)), None)))
     repeated = (runs.failed > 0) & (runs.ok + runs.failed > 1)  # say how often a cell failed
-    runs.loc[repeated, "reason"] = [f"failed in {r.failed} of {r.ok + r.failed} runs: {r.reason}"
+    runs.loc[repeated, "reason"] = [f"{how_often(r.failed, r.ok + r.failed)}: {r.reason}"
                                     for _, r in runs[repeated].iterrows()]
     key = list(zip(*(summary[k] for k in KEYS)))
     summary["failed"] = [int(runs.failed.get(k, 0)) for k in key]
@@ -108,10 +108,15 @@ def summarize(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([summary, missing], ignore_index=True)
 
 
+def how_often(failed: int, runs: int) -> str:
+    return f"failed in {failed} of {runs} runs"
+
+
 def unreliable(summary: pd.DataFrame) -> pd.DataFrame:
-    """Cells that trained in some runs and failed in others (one row per cell, with the reason)."""
-    rows = summary[(summary.status == "ok") & (summary.get("failed", 0) > 0)]
-    return rows.drop_duplicates(KEYS)[[*KEYS, "reason"]]
+    """Cells that trained in some runs and failed in others (one row per cell: how often, and why)."""
+    rows = summary[(summary.status == "ok") & (summary.get("failed", 0) > 0)].drop_duplicates(KEYS)
+    return rows.assign(how_often=[how_often(f, int(n) + f) for f, n in zip(rows.failed, rows.n)])[
+        [*KEYS, "how_often", "reason"]]
 
 
 def derived(summary: pd.DataFrame) -> pd.DataFrame:

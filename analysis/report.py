@@ -25,7 +25,7 @@ def variants_table(summary: pd.DataFrame, workload: str, names: list[str]) -> st
     unit = summary[(summary.workload == workload) & (summary.metric == "throughput")].unit
     flags = set(aggregate.loss_flags(summary[summary.workload == workload]).variant)
     shaky = aggregate.unreliable(summary[(summary.workload == workload) & (summary.profiler == "timing")])
-    failed = {v: f" **{why.split(':')[0]}**" for v, why in zip(shaky.variant, shaky.reason)}
+    failed = {v: f" **{how}**" for v, how in zip(shaky.variant, shaky.how_often)}
     rows = [{"variant": v, f"throughput ({unit.iloc[0] if len(unit) else ''})": cell(summary, workload, v, "throughput"),
              "speedup (x)": cell(summary, workload, v, "speedup"), "step (ms)": cell(summary, workload, v, "step_time"),
              "input wait (%)": cell(summary, workload, v, "input_wait_share"),

@@ -79,6 +79,7 @@ def test_a_cell_that_failed_in_one_run_and_trained_in_another_says_so(tmp_path):
     assert tput.status == "ok" and tput.n == 1 and tput.failed == 1
     assert tput.reason.startswith("failed in 1 of 2 runs: non-finite loss")
     assert (rows.failed == 1).all()
-    assert aggregate.unreliable(summary)[["variant", "profiler"]].values.tolist() == [["optimized+bf16", "timing"]]
+    shaky = aggregate.unreliable(summary)
+    assert shaky[["variant", "profiler", "how_often"]].values.tolist() == [["optimized+bf16", "timing", "failed in 1 of 2 runs"]]
     base = summary[(summary.variant == "baseline") & (summary.metric == "throughput")].iloc[0]
     assert base.n == 2 and base.failed == 0 and pd.isna(base.reason)

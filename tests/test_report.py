@@ -1,5 +1,7 @@
 """The report is built from the tables alone and is deterministic; its sections and flags follow
 the data (real H200 records from tests/data)."""
+import json
+import re
 import shutil
 from pathlib import Path
 
@@ -59,7 +61,7 @@ def test_profiled_sections_come_from_real_nsys_and_ncu_records(tmp_path):
     part = text[text.index("## resnet50"):text.index("## transformer_lm")]
     for section in ("### Where the time goes", "### Kernels", "Nsight Compute on the top kernels", "### Against the limit"):
         assert section in part
-    nsys = {m["metric"]: m["value"] for m in __import__("json").loads(
+    nsys = {m["metric"]: m["value"] for m in json.loads(
         (CAPTURES / "resnet50-baseline-nsys/metrics.json").read_text())["metrics"]}
     row = next(line for line in part.splitlines() if line.startswith("| baseline | nsys |"))
     assert num(nsys["gpu_busy"]) in row and num(nsys["kernels_per_step"]) in row
@@ -105,7 +107,6 @@ def test_targets_leave_out_variants_that_do_not_train_and_other_gpus():
 
 
 def test_a_cell_that_failed_in_some_runs_is_marked_and_never_the_fastest_that_trains(tmp_path):
-    import json
     repeats = sorted((Path(__file__).parent / "data" / "h200-repeats").glob("*.json"))
     optimized = json.loads((Path(__file__).parent / "data" / "h200-timing" / "resnet50--optimized.json").read_text())
     failed = tmp_path / "resnet50--optimized--rep1.json"  # the same cell failing in a second run
@@ -120,5 +121,4 @@ def test_a_cell_that_failed_in_some_runs_is_marked_and_never_the_fastest_that_tr
     target = next(line for line in text.splitlines() if line.startswith("| resnet50 | 8,000"))
     fastest = target.split(" | ")[4]  # without the failed run it is "optimized: 5,543 (69%)"
     assert fastest and not fastest.startswith("optimized:")
-    import re
     assert not re.search(r"\d\.\d{6,}", text)  # every number in the report is formatted
