@@ -1,8 +1,10 @@
 """Run records (metrics.json) -> tidy tables for one machine.
 
 metrics.csv  one row per run x metric (the raw measurements, every repetition)
-cells.csv    one row per cell (workload, variant, profiler, rep): ok / failed / skipped, why, and
-             for a failed cell the last lines of its log
+cells.csv    one row per cell (workload, variant, profiler, rep): ok / failed / skipped, why, for a
+             failed cell the last lines of its log, and what the run cost the matrix: `seconds` (the
+             cell from start to record; under nsys or ncu the whole process under the tool), of which
+             `first_step_s` (compilation, autotuning, the first batch) and `setup_s` (model, loader)
 summary.csv  one row per workload x variant x profiler x metric: median over repetitions with its
              spread lo..hi (min..max over repetitions), n (repetitions that ran); a cell with no
              successful repetition has one row with its status and reason instead; `failed` counts
@@ -52,17 +54,28 @@ def ncu_metrics(record: dict) -> list[dict]:
             for m, c in NCU_SUMMARY.items() if weight and all(c in k for k in kernels)]
 
 
+COST = {"seconds": "profiled_cell_time", "first_step_s": "first_step_time", "setup_s": "setup_time"}
+
+
+def cost(record: dict) -> dict:
+    """What a run cost (s): from its metrics where it has them (a wrapped cell's time under the
+    tool), else its own duration; None where the record did not measure it (records made before)."""
+    m = {x["metric"]: x["value"] for x in record.get("metrics", [])}
+    out = {col: m.get(name) for col, name in COST.items()}
+    return {**out, "seconds": out["seconds"] if out["seconds"] is not None else record.get("duration_s")}
+
+
 def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(metrics, cells) DataFrames from run records (ok, failed or skipped)."""
     rows, cells = [], []
     for r in records:
         keys = r["keys"]
         cells.append({**keys, "status": r["status"], "reason": r.get("reason"),
-                      "log_tail": " | ".join(r.get("log_tail", []))})
+                      "log_tail": " | ".join(r.get("log_tail", [])), **cost(r)})
         if r["status"] == "ok":
             rows += [{**keys, **m} for m in r["metrics"] + ncu_metrics(r)]
     metrics = pd.DataFrame(rows, columns=[*KEYS, "rep", "metric", "value", "unit"])
-    return metrics, pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "reason", "log_tail"])
+    return metrics, pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "reason", "log_tail", *COST])
 
 
 def step_losses(records: list[dict]) -> pd.DataFrame:
@@ -197,7 +210,7 @@ def main(run_paths, skipped: list[dict], out_dir) -> pd.DataFrame:
     metrics = pd.concat([metrics, loss_check(step_losses(records))], ignore_index=True)
     summary = summarize(metrics, cells)
     metrics.to_csv(out / "metrics.csv", index=False)
-    cells.sort_values([*KEYS, "rep"]).to_csv(out / "cells.csv", index=False)
+    cells.sort_values([*KEYS, "rep"]).to_csv(out / "cells.csv", index=False, float_format="%.6g")
     summary.to_csv(out / "summary.csv", index=False, float_format="%.6g")
     (out / "env.json").write_text(json.dumps(environments(records), indent=1))
     kernel_table(records).to_csv(out / "kernels.csv", index=False, float_format="%.6g")

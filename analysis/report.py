@@ -123,6 +123,9 @@ def render(out_dir: str | Path) -> Path:
     overhead = sections.overhead_section(summary)
     if overhead:
         parts += ["## What each profiler costs\n", overhead]
+    cost = sections.cost_section(tables["cells"])
+    if cost:
+        parts += ["## What the matrix took to run\n", cost]
     bad = pd.concat([summary[summary.status != "ok"], aggregate.unreliable(summary).assign(status="failed in some runs")])
     bad = bad[["workload", "variant", "profiler", "status", "reason"]].sort_values(["workload", "variant", "profiler"])
     parts += ["## Failed and skipped cells\n", table(bad) if len(bad) else "None.\n"]

@@ -216,3 +216,26 @@ def overhead_section(summary: pd.DataFrame) -> str:
              "cell's wall time under the tool (s)": num(cost.get((r.workload, r.variant, r.profiler), float("nan")))
              if (r.workload, r.variant, r.profiler) in cost.index else ""} for _, r in o.iterrows()]
     return table(pd.DataFrame(rows))
+
+
+COST_HEAD = ("Each run's own clock: from the cell's start to its record (under nsys or ncu, the whole process "
+             "under the tool), of which its first step (compilation, autotuning, the loader's first batch) and "
+             "its setup (model, optimizer, loader). A sweep also pays once for starting its process. Runs "
+             "recorded before the pipeline timed them count in `runs` and their first steps alone.\n\n")
+
+
+def cost_section(cells: pd.DataFrame) -> str:
+    """What running the matrix took, per workload x profiler, summed over the runs that ran."""
+    ran = cells[cells.status != "skipped"].assign(all="all")
+    if "seconds" not in ran or ran.empty or ran[["seconds", "first_step_s"]].isna().all().all():
+        return ""
+    rows = []
+    for keys in (["workload", "profiler"], ["all"]):
+        for k, g in ran.groupby(keys, sort=True):
+            k = k if isinstance(k, tuple) else (k,)
+            timed = g.seconds.notna().sum()
+            rows.append({"workload": k[0], "profiler": k[1] if len(k) > 1 else "", "runs": len(g),
+                         "repetitions": g.rep.nunique(),
+                         "time (s)": "" if not timed else num(g.seconds.sum()) + ("" if timed == len(g) else f" ({timed} runs)"),
+                         "first steps (s)": g.first_step_s.sum(min_count=1), "setup (s)": g.setup_s.sum(min_count=1)})
+    return COST_HEAD + table(pd.DataFrame(rows))

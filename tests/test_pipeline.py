@@ -73,6 +73,20 @@ def test_summary_has_the_documented_columns_and_derived_rows(pipeline):
 
 
 @pytest.mark.slow
+def test_every_run_says_what_it_cost_the_matrix(pipeline):
+    cells = pd.read_csv(pipeline / "results/cpu/cells.csv")
+    ran = cells[cells.status != "skipped"]
+    assert len(ran) and (ran.seconds > 0).all()
+    ok = ran[ran.status == "ok"]
+    # the first step and the setup are parts of the run's time
+    assert (ok.first_step_s > 0).all() and (ok.setup_s > 0).all()
+    assert (ok.first_step_s + ok.setup_s < ok.seconds).all()
+    report = (pipeline / "results/cpu/REPORT.md").read_text()
+    total = next(line for line in report.splitlines() if line.startswith("| all |"))
+    assert f"| {len(ran)} |" in total
+
+
+@pytest.mark.slow
 def test_runs_record_their_environment_and_a_second_call_does_nothing(pipeline):
     record = next((pipeline / "runs/cpu/resnet50/baseline/timing/rep0").glob("metrics.json"))
     assert '"torch"' in record.read_text() and '"git_commit"' in record.read_text()

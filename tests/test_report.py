@@ -24,7 +24,8 @@ def results(tmp_path_factory):
 def test_report_is_deterministic_and_complete(results):
     first = report.render(results).read_text()
     assert report.render(results).read_text() == first
-    for section in ("## Environment", "## resnet50", "### Ablation", "## Documented claims", "## Failed and skipped"):
+    for section in ("## Environment", "## resnet50", "### Ablation", "## Documented claims", "## What the matrix took",
+                    "## Failed and skipped"):
         assert section in first
     assert "NVIDIA H200" in first and "CPU preset" not in first
     assert (results / "figures" / "speedup-resnet50.png").stat().st_size > 5000

@@ -278,7 +278,9 @@ def train(spec: dict, log, out_dir: Path) -> dict:
     cuda = env.has_cuda()
     observer = OBSERVERS[spec["profiler"]](spec, cuda, out_dir)
     host_peak_reset()
+    t_setup = time.perf_counter()
     t = Trainer(spec, mark=observer.phase, trains=observer.trains, one_batch=observer.one_batch)
+    setup_s = time.perf_counter() - t_setup  # model, optimizer, loader (workers, a DALI pipeline)
     bs = t.workload.params["batch_size"] * t.shard.world  # samples per step over all ranks
     bounded = t.shard.world == 1  # the ranks of a DDP cell must all take the same steps
     t_start, warm, i = time.perf_counter(), [], 0
@@ -318,7 +320,7 @@ def train(spec: dict, log, out_dir: Path) -> dict:
     for s, a, b in zip(steps[1:], events, events[1:]):
         s["gpu_s"] = a.elapsed_time(b) / 1e3
     record = summarize(t.workload, spec, steps, warm, elapsed, warmup_s, observer, t.device, bs)
-    record["metrics"] += t.compile_metrics()
+    record["metrics"] += [{"metric": "setup_time", "value": setup_s, "unit": "s"}, *t.compile_metrics()]
     return {**record, "ranks": t.ranks()} if t.shard.world > 1 else record
 
 
@@ -370,6 +372,7 @@ def run(spec: dict, log=None, out_dir: str | Path | None = None) -> dict:
     writes its raw output (a trace) into out_dir, beside the record."""
     tag = f"[{spec['workload']}/{spec['variant']}/{spec['profiler']} rep{spec['rep']}]"
     log = log or (lambda msg: print(f"{tag} {msg}", file=sys.stderr, flush=True))
+    t0 = time.perf_counter()
     record = {"keys": {k: spec[k] for k in ("workload", "variant", "profiler", "rep")},
               "spec": spec, "env": env.fingerprint(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "pid": os.getpid()}
@@ -380,5 +383,6 @@ def run(spec: dict, log=None, out_dir: str | Path | None = None) -> dict:
         traceback.print_exc()
         record.update(status="failed", reason=failure_reason(e, spec),
                       log_tail=traceback.format_exc().strip().splitlines()[-LOG_TAIL:])
+    record["duration_s"] = time.perf_counter() - t0  # what the cell cost the matrix, failed or not
     log(f"{record['status']}" + (f": {record['reason']}" if record["reason"] else ""))
     return record
