@@ -18,18 +18,27 @@ def compile_config(cpu_config):
     return matrix.resolve(cfg)
 
 
-@pytest.mark.slow
-def test_compile_variant_compiles_and_trains(compile_config):
-    spec = spec_of(compile_config, "vit_b_16", "compile")
-    spec["params"].update(image_size=32, batch_size=2)
+def compiled_cell(spec: dict) -> dict:
+    """Build the cell, train two steps; its compile metrics."""
     t = harness.Trainer(spec)
     assert isinstance(t.forward, torch._dynamo.eval_frame.OptimizedModule)
     losses = [t.step(*next(t.batches)).item() for _ in range(2)]
     assert all(math.isfinite(v) for v in losses)
     t.check_compiled()
-    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
-    metrics = {m["metric"]: m["value"] for m in t.compile_metrics()}
-    assert metrics == {"compiled_graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"]}
+    return {m["metric"]: m["value"] for m in t.compile_metrics()}
+
+
+@pytest.mark.slow
+def test_compile_variant_compiles_and_trains_then_loads_from_the_cache(compile_config, tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # an empty cache
+    spec = spec_of(compile_config, "vit_b_16", "compile")
+    spec["params"].update(image_size=32, batch_size=2)
+    first = compiled_cell(spec)
+    assert first["compiled_graphs"] == torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
+    assert first["compile_cache_misses"] >= 1 and first["compile_cache_hits"] == 0
+    # the same cell again (a later repetition; the Trainer resets dynamo): inductor loads what it compiled
+    again = compiled_cell(spec)
+    assert again["compile_cache_hits"] >= 1 and again["compile_cache_misses"] == 0
 
 
 def test_lstm_compile_is_skipped_because_dynamo_leaves_rnns_eager(compile_config):

@@ -214,12 +214,15 @@ class Trainer:
             raise RuntimeError("torch.compile captured no graph: the model ran eager")
 
     def compile_metrics(self) -> list[dict]:
-        """What torch.compile made of the model: graphs captured, and for the modes that capture
-        CUDA graphs, the compiled graphs that fell back to plain launches (cudagraph_skips)."""
+        """What torch.compile made of the model: graphs captured; the compiled graphs inductor
+        loaded from its cache and those it compiled (the first step's cost hangs on them); for the
+        modes that capture CUDA graphs, the graphs that fell back to plain launches (cudagraph_skips)."""
         if not self.knobs["compile"] or not self.trains:
             return []
         counters = torch._dynamo.utils.counters
-        rows = [("compiled_graphs", counters["stats"]["unique_graphs"], "graphs")]
+        rows = [("compiled_graphs", counters["stats"]["unique_graphs"], "graphs"),
+                ("compile_cache_hits", counters["inductor"]["fxgraph_cache_hit"], "graphs"),
+                ("compile_cache_misses", counters["inductor"]["fxgraph_cache_miss"], "graphs")]
         if self.knobs["compile"] in ("reduce-overhead", "max-autotune"):
             rows.append(("cudagraph_skips", counters["inductor"]["cudagraph_skips"], "graphs"))
         return [{"metric": m, "value": float(v), "unit": u} for m, v, u in rows]
