@@ -13,7 +13,10 @@ summary.csv  one row per workload x variant x profiler x metric: median over rep
 env.json     the environment(s) the runs recorded, with the profiling tools' versions
 kernels.csv  the top kernels each profiled run saw (torch, nsys) and ncu's measurements of them
 variants.csv each variant's knobs per workload
-Derived: `loss_vs_baseline` (%): a variant's loss against the baseline's at the same training steps
+Derived: `step_time_mean` (ms) per run, the measured window's time per step (throughput's
+inverse): the median step (`step_time`) hides a step that waits for the ones before it (the loss
+read every N steps) or for a burst of input, so the report's step column is this one;
+`loss_vs_baseline` (%): a variant's loss against the baseline's at the same training steps
 (the mean over the last LOSS_STEPS steps both ran, per repetition), the check that an optimization
 still trains; `speedup` (x): median throughput over the baseline's.
 """
@@ -65,6 +68,15 @@ def cost(record: dict) -> dict:
     return {**out, "seconds": out["seconds"] if out["seconds"] is not None else record.get("duration_s")}
 
 
+def step_time_mean(record: dict) -> list[dict]:
+    """The run's time per step (ms): samples per step (over all ranks) over its throughput."""
+    tput = next((m["value"] for m in record["metrics"] if m["metric"] == "throughput"), None)
+    if not tput or "batch_size" not in record.get("params", {}):
+        return []
+    per_step = record["params"]["batch_size"] * max(1, len(record.get("ranks", [])))  # a DDP run lists its ranks
+    return [{"metric": "step_time_mean", "value": 1e3 * per_step / tput, "unit": "ms"}]
+
+
 def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(metrics, cells) DataFrames from run records (ok, failed or skipped)."""
     rows, cells = [], []
@@ -73,7 +85,7 @@ def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
         cells.append({**keys, "status": r["status"], "reason": r.get("reason"),
                       "log_tail": " | ".join(r.get("log_tail", [])), **cost(r)})
         if r["status"] == "ok":
-            rows += [{**keys, **m} for m in r["metrics"] + ncu_metrics(r)]
+            rows += [{**keys, **m} for m in r["metrics"] + step_time_mean(r) + ncu_metrics(r)]
     metrics = pd.DataFrame(rows, columns=[*KEYS, "rep", "metric", "value", "unit"])
     return metrics, pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "reason", "log_tail", *COST])
 

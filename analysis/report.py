@@ -27,7 +27,7 @@ def variants_table(summary: pd.DataFrame, workload: str, names: list[str]) -> st
     shaky = aggregate.unreliable(summary[(summary.workload == workload) & (summary.profiler == "timing")])
     failed = {v: f" **{how}**" for v, how in zip(shaky.variant, shaky.how_often)}
     rows = [{"variant": v, f"throughput ({unit.iloc[0] if len(unit) else ''})": cell(summary, workload, v, "throughput"),
-             "speedup (x)": cell(summary, workload, v, "speedup"), "step (ms)": cell(summary, workload, v, "step_time"),
+             "speedup (x)": cell(summary, workload, v, "speedup"), "step (ms)": cell(summary, workload, v, "step_time_mean"),
              "input wait (%)": cell(summary, workload, v, "input_wait_share"),
              "peak memory (GiB)": cell(summary, workload, v, "peak_memory") or cell(summary, workload, v, "peak_host_memory"),
              "loss vs baseline (%)": cell(summary, workload, v, "loss_vs_baseline") + (" **check**" if v in flags else "")

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from analysis import aggregate
+from analysis.tables import row
 
 H200 = sorted((Path(__file__).parent / "data" / "h200-timing").glob("*.json"))
 
@@ -83,3 +84,18 @@ def test_a_cell_that_failed_in_one_run_and_trained_in_another_says_so(tmp_path):
     assert shaky[["variant", "profiler", "how_often"]].values.tolist() == [["optimized+bf16", "timing", "failed in 1 of 2 runs"]]
     base = summary[(summary.variant == "baseline") & (summary.metric == "throughput")].iloc[0]
     assert base.n == 2 and base.failed == 0 and pd.isna(base.reason)
+
+
+def test_time_per_step_is_what_the_throughput_says_not_the_median_step(h200):
+    """Reading the loss every 10 steps, the LSTM's fp32 steps are queued in ~12 ms and one step in
+    ten waits for the GPU: the median step hides it, the time per step does not."""
+    summary, _ = h200
+    tput, median, mean = (row(summary, "lstm", "optimized-no-amp", m)["median"]
+                          for m in ("throughput", "step_time", "step_time_mean"))
+    record = json.loads((H200[0].parent / "lstm--optimized-no-amp.json").read_text())
+    assert mean == pytest.approx(1e3 * record["params"]["batch_size"] / tput)
+    assert mean > 4 * median
+    # where no step waits on the others, the two agree
+    tput, median, mean = (row(summary, "resnet50", "optimized", m)["median"]
+                          for m in ("throughput", "step_time", "step_time_mean"))
+    assert mean == pytest.approx(median, rel=0.1)
