@@ -185,11 +185,14 @@ def loss_flags(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def kernel_table(records: list[dict]) -> pd.DataFrame:
-    """One row per kernel a profiler listed in a successful run: its rank and measurements."""
+    """One row per kernel a profiler listed in a successful run: its rank and measurements, and
+    for a timeline's kernels (torch, nsys) their mean duration: time per step over calls per step."""
     rows = [{**r["keys"], "rank": i + 1, **k} for r in records if r["status"] == "ok"
             for p in ("torch", "nsys", "ncu") for i, k in enumerate(r.get(p, {}).get("kernels", []))]
-    return pd.DataFrame(rows, columns=[*KEYS, "rep", "rank", "name", "ms_per_step", "calls_per_step", "mean_us",
-                                       "share"] if not rows else None)
+    table = pd.DataFrame(rows, columns=[*KEYS, "rep", "rank", "name", "ms_per_step", "calls_per_step", "share"]
+                         if not rows else None)
+    timeline = {"ms_per_step", "calls_per_step"} <= set(table)  # an ncu run lists its kernels' own durations
+    return table.assign(mean_us=1e3 * table.ms_per_step / table.calls_per_step) if timeline else table
 
 
 def variant_table(records: list[dict]) -> pd.DataFrame:

@@ -12,7 +12,7 @@ def num(x: float) -> str:
 def fmt(median, lo, hi) -> str:
     if pd.isna(median):
         return ""
-    return num(median) if lo == hi else f"{num(median)} [{num(lo)}, {num(hi)}]"
+    return num(median) if num(lo) == num(hi) else f"{num(median)} [{num(lo)}, {num(hi)}]"  # no spread at this precision
 
 
 def text(v) -> str:

@@ -65,9 +65,9 @@ def top_kernels(df: pd.DataFrame, n: int = 10) -> list[dict]:
     start, end, steps = window(df)
     k = df[(df.cat == "kernel") & (df.ts >= start) & (df.ts < end)]
     total = float(k.dur.sum()) or 1.0  # share: % of all kernel time
-    g = k.groupby("name").dur.agg(total="sum", calls="count", mean="mean").sort_values("total", ascending=False)
+    g = k.groupby("name").dur.agg(total="sum", calls="count").sort_values("total", ascending=False)
     return [{"name": name, "ms_per_step": r.total / 1e3 / steps, "calls_per_step": r.calls / steps,
-             "mean_us": r.mean, "share": 100 * r.total / total} for name, r in g.head(n).iterrows()]
+             "share": 100 * r.total / total} for name, r in g.head(n).iterrows()]
 
 
 def metrics(path: str | Path) -> list[dict]:

@@ -85,10 +85,10 @@ def top_kernels(kernels: pd.DataFrame, steps: int, n: int = 10) -> list[dict]:
     (kernels on several streams overlap, so shares of the busy time could sum past 100)."""
     total = float((kernels.end - kernels.start).sum()) or 1.0
     g = kernels.assign(dur=kernels.end - kernels.start).groupby("mangled")
-    top = g.agg(name=("name", "first"), total=("dur", "sum"), calls=("dur", "size"), mean=("dur", "mean"))
+    top = g.agg(name=("name", "first"), total=("dur", "sum"), calls=("dur", "size"))
     top = top.sort_values("total", ascending=False).head(n).reset_index()
     return [{"name": r.name, "mangled": r.mangled, "ms_per_step": r.total / 1e6 / steps,
-             "calls_per_step": r.calls / steps, "mean_us": r.mean / 1e3, "share": 100 * r.total / total}
+             "calls_per_step": r.calls / steps, "share": 100 * r.total / total}
             for r in top.itertuples()]
 
 

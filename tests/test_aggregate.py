@@ -99,3 +99,18 @@ def test_time_per_step_is_what_the_throughput_says_not_the_median_step(h200):
     tput, median, mean = (row(summary, "resnet50", "optimized", m)["median"]
                           for m in ("throughput", "step_time", "step_time_mean"))
     assert mean == pytest.approx(median, rel=0.1)
+
+
+def test_a_kernels_mean_duration_is_its_time_per_step_over_its_calls():
+    captures = Path(__file__).parent / "data" / "h200-captures"
+    records = aggregate.load_records([captures / "resnet50-baseline-torch" / "metrics.json",
+                                      captures / "resnet50-baseline-nsys" / "metrics.json",
+                                      captures / "resnet50-baseline-ncu" / "metrics.json"])
+    kernels = aggregate.kernel_table(records)
+    timeline = kernels[kernels.profiler.isin(["torch", "nsys"])]
+    assert set(timeline.profiler) == {"torch", "nsys"} and timeline.mean_us.dtype == float
+    assert (timeline.mean_us == 1e3 * timeline.ms_per_step / timeline.calls_per_step).all()
+    # the same top kernel seen by both profilers of the same cell: the same order of duration
+    first = timeline[timeline["rank"] == 1].set_index("profiler").mean_us
+    assert first["torch"] == pytest.approx(first["nsys"], rel=0.5)
+    assert kernels[kernels.profiler == "ncu"].mean_us.isna().all()  # ncu measures its own durations
