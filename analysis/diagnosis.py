@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.tables import row
+from analysis.tables import fmt, row
 
 INPUT_SHARE = 30.0
 IDLE_SHARE = 20.0
@@ -83,8 +83,8 @@ def diagnose(summary: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
             effect, verdict = "", "not measurable here" if fix else "no rule matched"
         else:
             r = sp.iloc[0]
-            effect = f"{r['median']:.2f}x [{r['lo']:.2f}, {r['hi']:.2f}]"
+            effect = fmt(r["median"], r["lo"], r["hi"])
             verdict = "confirmed" if r["lo"] > CONFIRM else "not confirmed"
         rows.append({"workload": workload, "baseline bottleneck": label, "evidence": evidence,
-                     "prescribed": fix or "", "measured speedup": effect, "verdict": verdict})
+                     "prescribed": fix or "", "measured speedup (x)": effect, "verdict": verdict})
     return pd.DataFrame(rows)
