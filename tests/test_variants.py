@@ -43,6 +43,7 @@ def test_optimized_applies_every_applicable_fix(cfg):
     ("dali", "lstm", "DALI decodes images; lstm reads tokens"),
     ("optimized-no-dali", "lstm", "same as optimized: DALI decodes images"),
     ("optimized+hw-jpeg", "lstm", "DALI decodes images; lstm reads tokens"),
+    ("optimized+bf16-graphs-hw-jpeg", "transformer_lm", "DALI decodes images; transformer_lm reads tokens"),
     ("optimized+flash-attention", "resnet50", "sdpa_backend applies to models with attention; resnet50 has none"),
     # DALI hands over batches on the GPU, so pinning and the side-stream copy cannot act there
     ("optimized-no-pinned-async", "resnet50", "same as optimized here: pinned-async has no effect"),
