@@ -49,6 +49,24 @@ def kernel_class(kernels: pd.DataFrame, workload: str) -> tuple[str, str] | None
     return f"{weight.index[0]}-bound kernels", f"ncu: top kernels {weight.round(1).to_dict()} % of kernel time"
 
 
+def holding(summary: pd.DataFrame, workload: str, variant: str) -> str:
+    """What holds a variant where it stands, from its own measurements: the input (the loop waits
+    for batches INPUT_SHARE % of the time or more), the host (the GPU idles IDLE_SHARE % or more:
+    nsys's busy share where it ran, else NVML's utilization of the timing cell), or the GPU's own
+    work; with the share of its step alone it reaches where the `step` profiler ran."""
+    wait = value(summary, workload, variant, "input_wait_share")
+    busy = value(summary, workload, variant, "gpu_busy", ("nsys",)) or value(summary, workload, variant, "gpu_util")
+    step = value(summary, workload, variant, "step_ceiling_used", ("step",))
+    ceiling = f"; trains at {step:.0f}% of its step alone" if step is not None else ""
+    if wait is not None and wait >= INPUT_SHARE:
+        return f"input: waits for batches {wait:.0f}% of the time{ceiling}"
+    if busy is None:
+        return "unknown: no GPU utilization measured"
+    if 100 - busy >= IDLE_SHARE:
+        return f"host: the GPU idles {100 - busy:.0f}% of the time{ceiling}"
+    return f"GPU work: the GPU is busy {busy:.0f}% of the time{ceiling}"
+
+
 def classify(summary: pd.DataFrame, kernels: pd.DataFrame, workload: str) -> tuple[str, str]:
     """(bottleneck class, the evidence) for the workload's baseline."""
     prof = ("nsys", "torch")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import figures
+from analysis import diagnosis, figures
 from analysis.tables import fmt, num, row as metric, table
 
 
@@ -148,7 +148,8 @@ PHASES = ("input", "forward", "backward", "optimizer", "sync")
 
 def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]], path: Path = TARGETS) -> str:
     """Each target whose GPU ran here: optimized and the fastest single-GPU variant that trains,
-    as % of the target, with the optimized cell's GPU busy share and host phases (nsys)."""
+    as % of the target, what holds the fastest there (diagnosis.holding), and the optimized
+    cell's GPU busy share and host phases (nsys)."""
     import yaml
     rows = []
     for t in yaml.safe_load(path.read_text()):
@@ -168,6 +169,7 @@ def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]],
         rows.append({"workload": w, "target": f"{num(t['value'])} {best['unit']}", "reference": t["reference"],
                      "optimized": f"{fmt(opt['median'], opt['lo'], opt['hi'])} ({100 * opt['median'] / t['value']:.0f}%)" if opt is not None else "",
                      "fastest that trains": f"{best.variant}: {fmt(best['median'], best.lo, best.hi)} ({100 * best['median'] / t['value']:.0f}%)",
+                     "what holds the fastest": diagnosis.holding(summary, w, best.variant),
                      "optimized: GPU busy (%, nsys)": num(busy["median"]) if busy is not None else "",
                      "optimized: host ms/step by phase (nsys)": host})
     return table(pd.DataFrame(rows)) if rows else ""

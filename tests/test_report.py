@@ -95,6 +95,18 @@ def test_targets_name_the_fastest_variant_that_trains(results):
     assert f"{fastest.variant}: {num(fastest['median'])} ({100 * fastest['median'] / 8000:.0f}%)" in row
 
 
+@pytest.mark.parametrize("workload,target", [("resnet50", "8,000"), ("vit_b_16", "3,500"), ("lstm", "1,200,000")])
+def test_targets_say_what_holds_the_fastest_from_its_own_measurements(results, workload, target):
+    from analysis.diagnosis import IDLE_SHARE, INPUT_SHARE
+    from analysis.tables import row
+    line = next(x for x in report.render(results).read_text().splitlines() if x.startswith(f"| {workload} | {target}"))
+    summary = pd.read_csv(results / "summary.csv")
+    fastest = re.search(r"\| ([\w+-]+): [\d,]+", line).group(1)
+    wait, busy = (row(summary, workload, fastest, m)["median"] for m in ("input_wait_share", "gpu_util"))
+    held = "input" if wait >= INPUT_SHARE else "host" if 100 - busy >= IDLE_SHARE else "GPU work"
+    assert f"| {held}: " in line
+
+
 def test_targets_leave_out_variants_that_do_not_train_and_other_gpus():
     from analysis import sections
 
