@@ -73,10 +73,14 @@ def classify(summary: pd.DataFrame, kernels: pd.DataFrame, workload: str) -> tup
     wait = value(summary, workload, "baseline", "input_wait_share")
     busy = value(summary, workload, "baseline", "gpu_busy", ("nsys",)) or value(
         summary, workload, "baseline", "gpu_busy_share", ("torch",))
+    nvml = value(summary, workload, "baseline", "gpu_util")  # no timeline: NVML's sampled utilization
     syncs = value(summary, workload, "baseline", "sync_calls_per_step", ("nsys",))
     mean_us = value(summary, workload, "baseline", "kernel_mean_duration", prof)
     if wait is not None and wait >= INPUT_SHARE:
         return "input-bound", f"waits for input {wait:.0f}% of the time"
+    source = ""
+    if busy is None and nvml is not None and 100 - nvml < IDLE_SHARE:  # busy: no timeline needed to say so
+        busy, source = nvml, " (NVML, no timeline)"
     if busy is None:
         return "unknown", "no GPU timeline (run the torch or nsys profiler on the baseline)"
     idle = 100 - busy
@@ -86,8 +90,8 @@ def classify(summary: pd.DataFrame, kernels: pd.DataFrame, workload: str) -> tup
         return "launch-bound", f"GPU idle {idle:.0f}%, mean kernel {mean_us:.1f} us"
     found = kernel_class(kernels, workload)
     if found:
-        return found[0], f"GPU busy {busy:.0f}%; {found[1]}"
-    return "compute-bound kernels", f"GPU busy {busy:.0f}% (no ncu data: class assumed from the busy GPU)"
+        return found[0], f"GPU busy {busy:.0f}%{source}; {found[1]}"
+    return "compute-bound kernels", f"GPU busy {busy:.0f}%{source}; no ncu data: class assumed from the busy GPU"
 
 
 def diagnose(summary: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:

@@ -27,6 +27,9 @@ NO_KERNELS = pd.DataFrame(columns=["workload", "variant", "profiler", "share", "
     ([("timing", "input_wait_share", 5.0), ("nsys", "gpu_busy", 95.0), ("nsys", "sync_calls_per_step", 3.0)],
      "compute-bound kernels"),
     ([("timing", "input_wait_share", 5.0)], "unknown"),
+    # no timeline: NVML's utilization tells a busy GPU, but not why an idle one idles
+    ([("timing", "input_wait_share", 5.0), ("timing", "gpu_util", 93.0)], "compute-bound kernels"),
+    ([("timing", "input_wait_share", 5.0), ("timing", "gpu_util", 50.0)], "unknown"),
 ])
 def test_each_rule(rows, expected):
     assert diagnosis.classify(summary(rows), NO_KERNELS, "w")[0] == expected
@@ -51,3 +54,15 @@ def test_the_prescription_is_verified_by_its_measured_speedup(spread, verdict):
 def test_a_prescription_without_its_variant_is_not_measurable():
     row = diagnosis.diagnose(summary([("timing", "input_wait_share", 80.0)]), NO_KERNELS).iloc[0]
     assert row["verdict"] == "not measurable here"
+
+
+@pytest.mark.parametrize("rows,held", [
+    ([("timing", "input_wait_share", 60.0), ("timing", "gpu_util", 84.0)], "input: waits for batches 60%"),
+    ([("timing", "input_wait_share", 3.0), ("timing", "gpu_util", 53.0)], "host: the GPU idles 47%"),
+    ([("timing", "input_wait_share", 3.0), ("nsys", "gpu_busy", 70.0), ("timing", "gpu_util", 92.0)],
+     "host: the GPU idles 30%"),  # the timeline, where it ran, before NVML's samples
+    ([("timing", "input_wait_share", 3.0), ("timing", "gpu_util", 92.0), ("step", "step_ceiling_used", 97.0)],
+     "GPU work: the GPU is busy 92% of the time; trains at 97% of its step alone"),
+])
+def test_what_holds_a_variant(rows, held):
+    assert diagnosis.holding(summary(rows), "w", "baseline").startswith(held)
