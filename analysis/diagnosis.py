@@ -6,7 +6,8 @@ The rules, first match wins (thresholds below):
 2. sync-bound    the GPU is idle for IDLE_SHARE % or more while the host syncs every step -> lazy-sync
 3. launch-bound  the GPU is idle for IDLE_SHARE % or more and kernels are short (mean below
                  SHORT_KERNEL_US) -> compile (fewer, fused kernels)
-4. memory-bound / compute-bound / latency-bound kernels: the GPU is busy; ncu's class of the top
+4. memory-bound / compute-bound / latency-bound kernels: the GPU is busy (on a timeline, or without
+                 one by NVML's utilization, which says that it is busy but not why it idles); ncu's class of the top
                  kernels, weighted by their share of kernel time -> amp (tensor cores, half the bytes)
 The verdict: "confirmed" when the prescribed variant's speedup is above CONFIRM even at the low end
 of its spread, "not confirmed" otherwise.
@@ -24,7 +25,8 @@ CONFIRM = 1.05
 RULES = (f"Rules, first match wins: **input-bound** when the loop waits for input {INPUT_SHARE:g}% of the time or "
          f"more (prescribe `workers`); **sync-bound** when the GPU idles {IDLE_SHARE:g}% or more while the host "
          f"synchronizes every step (`lazy-sync`); **launch-bound** when it idles that much and kernels average under "
-         f"{SHORT_KERNEL_US:g} us (`compile`); otherwise the GPU is busy and ncu's bound class of the top kernels, "
+         f"{SHORT_KERNEL_US:g} us (`compile`); otherwise the GPU is busy (on its timeline, or without one by NVML's "
+         f"utilization) and ncu's bound class of the top kernels, "
          f"weighted by kernel time, decides (memory- or compute-bound: `amp`; latency-bound: `compile`). "
          f"**confirmed**: the prescribed variant's speedup exceeds {CONFIRM:g}x even at the low end of its spread.\n")
 PRESCRIPTION = {"input-bound": "workers", "sync-bound": "lazy-sync", "launch-bound": "compile",
