@@ -41,6 +41,22 @@ def test_compile_variant_compiles_and_trains_then_loads_from_the_cache(compile_c
     assert again["compile_cache_hits"] >= 1 and again["compile_cache_misses"] == 0
 
 
+@pytest.mark.slow
+def test_a_compiled_optimizer_step_updates_the_weights_as_the_eager_one(compile_config):
+    """compile_optimizer: the LSTM stays eager (dynamo does not trace it), its SGD update is compiled;
+    two steps (the second uses the momentum) leave the same weights as the eager optimizer's."""
+    spec = spec_of(compile_config, "lstm", "baseline")
+    trainers = [harness.Trainer({**spec, "knobs": {**spec["knobs"], "compile_optimizer": on}}) for on in (False, True)]
+    torch._dynamo.utils.counters.clear()
+    for t in trainers:  # the same seed: the same weights and batches
+        for _ in range(2):
+            t.step(*next(t.batches))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1  # the compiled trainer's step
+    for eager, compiled in zip(*(t.model.parameters() for t in trainers)):
+        torch.testing.assert_close(compiled, eager)
+    assert not torch.equal(next(trainers[1].model.parameters()), next(harness.Trainer(spec).model.parameters()))
+
+
 def test_lstm_compile_is_skipped_because_dynamo_leaves_rnns_eager(compile_config):
     cell = matrix.cell(compile_config, "lstm", "compile")
     assert cell["status"] == "skipped" and "does not trace nn.LSTM" in cell["reason"]

@@ -147,6 +147,8 @@ class Trainer:
         lr = self.workload.params.get("lr", 0.01)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9,
                                          fused=self.knobs.get("fused_optimizer") or None)
+        if self.knobs.get("compile_optimizer"):  # GradScaler calls it as before: the update, compiled
+            self.optimizer.step = torch.compile(self.optimizer.step)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.knobs["precision"] == "amp-fp16")
         self.dtype = AUTOCAST.get(self.knobs["precision"])
         mode = self.knobs["compile"]
