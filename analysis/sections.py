@@ -227,17 +227,23 @@ COST_HEAD = ("Each run's own clock: from the cell's start to its record (under n
 
 
 def cost_section(cells: pd.DataFrame) -> str:
-    """What running the matrix took, per workload x profiler, summed over the runs that ran."""
-    ran = cells[cells.status != "skipped"].assign(all="all")
+    """What running the matrix took, per workload x profiler, summed over the runs that ran; per
+    repetition where every run was timed (the last row: one repetition of everything)."""
+    ran = cells[cells.status != "skipped"]
     if "seconds" not in ran or ran.empty or ran[["seconds", "first_step_s"]].isna().all().all():
         return ""
     rows = []
-    for keys in (["workload", "profiler"], ["all"]):
-        for k, g in ran.groupby(keys, sort=True):
-            k = k if isinstance(k, tuple) else (k,)
-            timed = g.seconds.notna().sum()
-            rows.append({"workload": k[0], "profiler": k[1] if len(k) > 1 else "", "runs": len(g),
-                         "repetitions": g.rep.nunique(),
-                         "time (s)": "" if not timed else num(g.seconds.sum()) + ("" if timed == len(g) else f" ({timed} runs)"),
-                         "first steps (s)": g.first_step_s.sum(min_count=1), "setup (s)": g.setup_s.sum(min_count=1)})
-    return COST_HEAD + table(pd.DataFrame(rows))
+    for (w, prof), g in ran.groupby(["workload", "profiler"], sort=True):
+        timed = g.seconds.notna().sum()
+        rows.append({"workload": w, "profiler": prof, "runs": len(g), "repetitions": g.rep.nunique(),
+                     "time (s)": g.seconds.sum() if timed else None, "timed": timed,
+                     "per repetition (s)": g.seconds.sum() / g.rep.nunique() if timed == len(g) else None,
+                     "first steps (s)": g.first_step_s.sum(min_count=1), "setup (s)": g.setup_s.sum(min_count=1)})
+    df = pd.DataFrame(rows)
+    total = {"workload": "all", "profiler": "", "runs": df.runs.sum(), "repetitions": "", "time (s)": df["time (s)"].sum(),
+             "timed": df.timed.sum(), "per repetition (s)": df["per repetition (s)"].sum(min_count=len(df)),
+             "first steps (s)": df["first steps (s)"].sum(), "setup (s)": df["setup (s)"].sum(min_count=1)}
+    df = pd.concat([df, pd.DataFrame([total])], ignore_index=True)
+    df["time (s)"] = [("" if not t else num(x) + ("" if t == n else f" ({t} runs)"))
+                      for x, t, n in zip(df["time (s)"], df.timed, df.runs)]
+    return COST_HEAD + table(df.drop(columns="timed"))
