@@ -57,15 +57,13 @@ def ncu_metrics(record: dict) -> list[dict]:
             for m, c in NCU_SUMMARY.items() if weight and all(c in k for k in kernels)]
 
 
-COST = {"seconds": "profiled_cell_time", "first_step_s": "first_step_time", "setup_s": "setup_time"}
-
-
 def cost(record: dict) -> dict:
-    """What a run cost (s): from its metrics where it has them (a wrapped cell's time under the
-    tool), else its own duration; None where the record did not measure it (records made before)."""
+    """What a run cost (s): under nsys or ncu the whole process under the tool, else the cell's own
+    duration; of which its first step and its setup. None where the record did not measure it
+    (records made before the harness timed them)."""
     m = {x["metric"]: x["value"] for x in record.get("metrics", [])}
-    out = {col: m.get(name) for col, name in COST.items()}
-    return {**out, "seconds": out["seconds"] if out["seconds"] is not None else record.get("duration_s")}
+    return {"seconds": m.get("profiled_cell_time", record.get("duration_s")),
+            "first_step_s": m.get("first_step_time"), "setup_s": m.get("setup_time")}
 
 
 def step_time_mean(record: dict) -> list[dict]:
@@ -87,7 +85,7 @@ def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
         if r["status"] == "ok":
             rows += [{**keys, **m} for m in r["metrics"] + step_time_mean(r) + ncu_metrics(r)]
     metrics = pd.DataFrame(rows, columns=[*KEYS, "rep", "metric", "value", "unit"])
-    return metrics, pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "reason", "log_tail", *COST])
+    return metrics, pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "reason", "log_tail", "seconds", "first_step_s", "setup_s"])
 
 
 def step_losses(records: list[dict]) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.tables import fmt, row
+from analysis.tables import row, spread
 
 INPUT_SHARE = 30.0
 IDLE_SHARE = 20.0
@@ -107,7 +107,7 @@ def diagnose(summary: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
             effect, verdict = "", "not measurable here" if fix else "no rule matched"
         else:
             r = sp.iloc[0]
-            effect = fmt(r["median"], r["lo"], r["hi"])
+            effect = spread(r)
             verdict = "confirmed" if r["lo"] > CONFIRM else "not confirmed"
         rows.append({"workload": workload, "baseline bottleneck": label, "evidence": evidence,
                      "prescribed": fix or "", "measured speedup (x)": effect, "verdict": verdict})

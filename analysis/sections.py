@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import diagnosis, figures
-from analysis.tables import fmt, num, row as metric, table
+from analysis.tables import fmt, num, row as metric, spread, table
 
 
 def stage_variants(cells: pd.DataFrame, chain: list[str], workload: str) -> list[tuple[str, str]]:
@@ -109,7 +109,7 @@ def over_optimized(summary, workload: str, names: list[str], extra) -> list[dict
         r = metric(summary, workload, v, "throughput")
         if r is None or ref is None:
             continue
-        rows.append({"variant": v, f"throughput ({r['unit']})": fmt(r["median"], r["lo"], r["hi"]),
+        rows.append({"variant": v, f"throughput ({r['unit']})": spread(r),
                      "vs optimized (x)": f"{r['median'] / ref['median']:.2f}", **extra(v, r, ref)})
     return rows if len(rows) > 1 else []
 
@@ -118,7 +118,7 @@ def tuning_section(summary, workload: str, names: list[str]) -> str:
     """The levers past the articles' fixes (optimized+<lever>), each against optimized."""
     def loss(v, r, ref):
         x = metric(summary, workload, v, "loss_vs_baseline")
-        return {"loss vs baseline (%)": fmt(x["median"], x["lo"], x["hi"]) if x is not None else ""}
+        return {"loss vs baseline (%)": spread(x)}
     rows = over_optimized(summary, workload, [v for v in names if v.startswith("optimized+")], loss)
     return table(pd.DataFrame(rows)) if rows else ""
 
@@ -127,18 +127,16 @@ def ceilings_section(summary, workload: str, names: list[str]) -> str:
     """Each variant's two ceilings against its training throughput: the loader alone (profiler
     `input`) and the step alone (profiler `step`), with the share of each the training reaches
     (near 100% of one: bound by that side)."""
-    def show(r):
-        return fmt(r["median"], r["lo"], r["hi"]) if r is not None else ""
     rows = []
     for v in names:
         loader, step = (metric(summary, workload, v, "throughput", p) for p in ("input", "step"))
         if loader is None and step is None:
             continue
         unit = (loader if loader is not None else step)["unit"]
-        rows.append({"variant": v, f"loader alone ({unit})": show(loader), f"step alone ({unit})": show(step),
-                     f"training ({unit})": show(metric(summary, workload, v, "throughput")),
-                     "% of the loader's": show(metric(summary, workload, v, "input_ceiling_used", "input")),
-                     "% of the step's": show(metric(summary, workload, v, "step_ceiling_used", "step"))})
+        rows.append({"variant": v, f"loader alone ({unit})": spread(loader), f"step alone ({unit})": spread(step),
+                     f"training ({unit})": spread(metric(summary, workload, v, "throughput")),
+                     "% of the loader's": spread(metric(summary, workload, v, "input_ceiling_used", "input")),
+                     "% of the step's": spread(metric(summary, workload, v, "step_ceiling_used", "step"))})
     return table(pd.DataFrame(rows)) if rows else ""
 
 
@@ -167,8 +165,8 @@ def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]],
         host = ", ".join(f"{p} {num(r['median'])}" for p, r in sorted(
             ((p, r) for p, r in phases.items() if r is not None), key=lambda pr: -pr[1]["median"]))
         rows.append({"workload": w, "target": f"{num(t['value'])} {best['unit']}", "reference": t["reference"],
-                     "optimized": f"{fmt(opt['median'], opt['lo'], opt['hi'])} ({100 * opt['median'] / t['value']:.0f}%)" if opt is not None else "",
-                     "fastest that trains": f"{best.variant}: {fmt(best['median'], best.lo, best.hi)} ({100 * best['median'] / t['value']:.0f}%)",
+                     "optimized": f"{spread(opt)} ({100 * opt['median'] / t['value']:.0f}%)" if opt is not None else "",
+                     "fastest that trains": f"{best.variant}: {spread(best)} ({100 * best['median'] / t['value']:.0f}%)",
                      "what holds the fastest": diagnosis.holding(summary, w, best.variant),
                      "optimized: GPU busy (%, nsys)": num(busy["median"]) if busy is not None else "",
                      "optimized: host ms/step by phase (nsys)": host})

@@ -15,6 +15,11 @@ def fmt(median, lo, hi) -> str:
     return num(median) if num(lo) == num(hi) else f"{num(median)} [{num(lo)}, {num(hi)}]"  # no spread at this precision
 
 
+def spread(r) -> str:
+    """A summary row's median with its spread, as fmt() writes it; empty for no row."""
+    return "" if r is None else fmt(r["median"], r["lo"], r["hi"])
+
+
 def text(v) -> str:
     """A table cell: numbers as num() writes them, missing values empty."""
     if isinstance(v, float):
