@@ -64,3 +64,10 @@ def test_gpu_jobs_declares_gpu_nodes_behind_a_login_node():
     assert cell["status"] == "run", cell["reason"]
     with pytest.raises(config.ConfigError, match="machine: name the GPU nodes' machine"):
         matrix.resolve(config.load(overrides={"gpu_jobs": True}))
+
+
+def test_missing_config_file_is_one_line_naming_it(tmp_path, capsys):
+    from workloads import cli
+    missing = tmp_path / "nope.yaml"
+    assert cli.main(["matrix", "--config", str(missing)]) == 2
+    assert capsys.readouterr().err == f"trainperf: [Errno 2] No such file or directory: '{missing}'\n"

@@ -83,7 +83,7 @@ def cmd_matrix(args) -> int:
     from workloads import matrix
     for c in matrix.cells(_config(args)):
         k = c["keys"]
-        print(f"{k['workload']:14} {k['variant']:28} {k['profiler']:7} rep{k['rep']}  "
+        print(f"{k['workload']:14} {k['variant']:40} {k['profiler']:7} rep{k['rep']}  "
               f"{c['status']}" + (f": {c['reason']}" if c["reason"] else ""))
     return 0
 
@@ -174,7 +174,8 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except (ConfigError, KeyError, FileNotFoundError, FileExistsError, ValueError, WorkloadError) as e:
-        print(f"trainperf: {e.args[0] if e.args else e}", file=sys.stderr)
+        message = e if isinstance(e, OSError) or not e.args else e.args[0]  # OSError: errno + path
+        print(f"trainperf: {message}", file=sys.stderr)
         return 2
 
 
