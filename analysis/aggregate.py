@@ -18,7 +18,8 @@ inverse): the median step (`step_time`) hides a step that waits for the ones bef
 read every N steps) or for a burst of input, so the report's step column is this one;
 `loss_vs_baseline` (%): a variant's loss against the baseline's at the same training steps
 (the mean over the last LOSS_STEPS steps both ran, per repetition), the check that an optimization
-still trains; `speedup` (x): median throughput over the baseline's.
+still trains; `speedup` (x): median throughput over the baseline's; `vs_optimized_paired` (x): a
+lever's or an ablation's throughput over optimized's measured in the same set of runs (see there).
 """
 from __future__ import annotations
 
@@ -75,6 +76,22 @@ def step_time_mean(record: dict) -> list[dict]:
     return [{"metric": "step_time_mean", "value": 1e3 * per_step / tput, "unit": "ms"}]
 
 
+def vs_optimized_paired(records: list[dict]) -> list[dict]:
+    """`vs_optimized_paired` (x) per run of an optimized+<lever> or optimized-no-<fix> variant: its
+    throughput over that of the `optimized` run of the same workload, profiler and repetition made
+    in the same environment on the same day (one set of runs on one machine). Machines of one model
+    differ by more than some levers gain; a variant added later has no such pair and no value."""
+    def tput(r):
+        return next((m["value"] for m in r["metrics"] if m["metric"] == "throughput"), None)
+    def where(r):
+        k = r["keys"]
+        return k["workload"], k["profiler"], k["rep"], json.dumps(r.get("env"), sort_keys=True), r.get("started", "")[:10]
+    ok = [r for r in records if r["status"] == "ok" and tput(r)]
+    ref = {where(r): tput(r) for r in ok if r["keys"]["variant"] == "optimized"}
+    return [{**r["keys"], "metric": "vs_optimized_paired", "value": tput(r) / ref[where(r)], "unit": "x"}
+            for r in ok if r["keys"]["variant"].startswith(("optimized+", "optimized-no-")) and where(r) in ref]
+
+
 def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(metrics, cells) DataFrames from run records (ok, failed or skipped)."""
     rows, cells = [], []
@@ -84,7 +101,7 @@ def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
                       "log_tail": " | ".join(r.get("log_tail", [])), **cost(r)})
         if r["status"] == "ok":
             rows += [{**keys, **m} for m in r["metrics"] + step_time_mean(r) + ncu_metrics(r)]
-    metrics = pd.DataFrame(rows, columns=[*KEYS, "rep", "metric", "value", "unit"])
+    metrics = pd.DataFrame(rows + vs_optimized_paired(records), columns=[*KEYS, "rep", "metric", "value", "unit"])
     return metrics, pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "reason", "log_tail", "seconds", "first_step_s", "setup_s"])
 
 

@@ -12,7 +12,7 @@ from analysis.tables import fmt, table
 from workloads import config, variants
 
 ENV_KEYS = ["gpu", "driver", "cuda", "torch", "torchvision", "cudnn", "dali", "nsys_version", "ncu_version", "cpu",
-            "cpu_count", "python", "git_commit", "dates", "runs", "profilers"]
+            "cpu_count", "python", "git_commit", "host", "gpu_uuid", "dates", "runs", "profilers"]
 
 
 def cell(summary: pd.DataFrame, workload: str, variant: str, metric: str) -> str:
@@ -37,7 +37,8 @@ def variants_table(summary: pd.DataFrame, workload: str, names: list[str]) -> st
 
 
 def environment(envs: list[dict]) -> str:
-    rows = [{"": k, **{f"run set {i + 1}": e.get(k, "") for i, e in enumerate(envs)}} for k in ENV_KEYS]
+    rows = [{"": k, **{f"run set {i + 1}": e.get(k, "") for i, e in enumerate(envs)}} for k in ENV_KEYS
+            if any(k in e for e in envs)]  # a field older records lack is left out
     return table(pd.DataFrame(rows))
 
 

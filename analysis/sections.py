@@ -45,7 +45,8 @@ def stages_section(summary, cells, chain, workload, out: Path) -> str:
 
 def breakdown(summary: pd.DataFrame, workload: str) -> pd.DataFrame:
     """Per profiled variant (nsys preferred over torch): GPU kernel / copy-only / idle shares,
-    input wait share, kernels per step, mean kernel time, sync calls per step."""
+    input wait share, kernels per step, mean kernel time, sync calls per step, and the training
+    thread's time in CUDA calls that wait for the GPU (nsys)."""
     rows = []
     for variant in summary[summary.workload == workload].variant.unique():
         for prof, busy_name in (("nsys", "gpu_busy"), ("torch", "gpu_busy_share")):
@@ -60,7 +61,8 @@ def breakdown(summary: pd.DataFrame, workload: str) -> pd.DataFrame:
                          "kernels": kern, "copies only": max(0.0, busy["median"] - kern), "idle": 100 - busy["median"],
                          "input wait": 100 * inp / step if step else 0.0, "busy": busy["median"],
                          "kernels/step": get("kernels_per_step"), "mean kernel (us)": get("kernel_mean_duration"),
-                         "sync calls/step": get("sync_calls_per_step")})
+                         "sync calls/step": get("sync_calls_per_step"),
+                         "host waits (ms/step)": get("gpu_wait_training_thread")})
             break
     return pd.DataFrame(rows)
 
@@ -70,7 +72,7 @@ def time_section(summary, workload, out: Path) -> str:
     if df.empty:
         return ""
     shown = df[["variant", "profiler", "busy", "kernels", "copies only", "idle", "input wait", "kernels/step",
-                "mean kernel (us)", "sync calls/step"]].rename(columns={
+                "mean kernel (us)", "sync calls/step", "host waits (ms/step)"]].dropna(axis=1, how="all").rename(columns={
                     "busy": "GPU busy (%)", "kernels": "kernels (%)", "copies only": "copies only (%)",
                     "idle": "idle (%)", "input wait": "waiting for input (%)"})
     shown = shown.map(lambda v: "" if v is None or (isinstance(v, float) and pd.isna(v)) else
@@ -100,9 +102,15 @@ def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5) -> str:
     return "\n".join(parts)
 
 
+def paired(r) -> str:
+    """A paired ratio with its spread and how many pairs it rests on."""
+    return "" if r is None else f"{spread(r)} (n={int(r['n'])})"
+
+
 def over_optimized(summary, workload: str, names: list[str], extra) -> list[dict]:
     """Rows for variants measured against `optimized`: throughput, its ratio to optimized's
-    (medians), and what `extra(variant, row)` adds."""
+    (medians of all runs), the ratio within each set of runs that measured both (paired), and
+    what `extra(variant, row)` adds."""
     ref = metric(summary, workload, "optimized", "throughput")
     rows = []
     for v in ["optimized", *names]:
@@ -110,7 +118,11 @@ def over_optimized(summary, workload: str, names: list[str], extra) -> list[dict
         if r is None or ref is None:
             continue
         rows.append({"variant": v, f"throughput ({r['unit']})": spread(r),
-                     "vs optimized (x)": f"{r['median'] / ref['median']:.2f}", **extra(v, r, ref)})
+                     "vs optimized (x)": f"{r['median'] / ref['median']:.2f}",
+                     "same runs (x, n)": paired(metric(summary, workload, v, "vs_optimized_paired")),
+                     **extra(v, r, ref)})
+    if not any(r["same runs (x, n)"] for r in rows):  # no pair measured (e.g. data-parallel variants)
+        rows = [{k: x for k, x in r.items() if k != "same runs (x, n)"} for r in rows]
     return rows if len(rows) > 1 else []
 
 
@@ -146,8 +158,9 @@ PHASES = ("input", "forward", "backward", "optimizer", "sync")
 
 def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]], path: Path = TARGETS) -> str:
     """Each target whose GPU ran here: optimized and the fastest single-GPU variant that trains,
-    as % of the target, what holds the fastest there (diagnosis.holding), and the optimized
-    cell's GPU busy share and host phases (nsys)."""
+    as % of the target, what holds the fastest there (diagnosis.holding), the fastest step alone
+    (profiler `step`: the training step on a batch held on the GPU, no input pipeline: a ceiling
+    no loader can lift), and the optimized cell's GPU busy share and host phases (nsys)."""
     import yaml
     rows = []
     for t in yaml.safe_load(path.read_text()):
@@ -160,6 +173,9 @@ def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]],
         if ok.empty:
             continue
         best, opt = ok.loc[ok["median"].idxmax()], metric(summary, w, "optimized", m)
+        steps = summary[(summary.workload == w) & (summary.metric == m) & (summary.profiler == "step")
+                        & (summary.status == "ok")]
+        step = steps.loc[steps["median"].idxmax()] if not steps.empty else None
         busy = metric(summary, w, "optimized", "gpu_busy", "nsys")
         phases = {p: metric(summary, w, "optimized", f"phase_{p}", "nsys") for p in PHASES}
         host = ", ".join(f"{p} {num(r['median'])}" for p, r in sorted(
@@ -168,6 +184,8 @@ def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]],
                      "optimized": f"{spread(opt)} ({100 * opt['median'] / t['value']:.0f}%)" if opt is not None else "",
                      "fastest that trains": f"{best.variant}: {spread(best)} ({100 * best['median'] / t['value']:.0f}%)",
                      "what holds the fastest": diagnosis.holding(summary, w, best.variant),
+                     "fastest step alone (no input)": "" if step is None else
+                     f"{step.variant}: {spread(step)} ({100 * step['median'] / t['value']:.0f}%)",
                      "optimized: GPU busy (%, nsys)": num(busy["median"]) if busy is not None else "",
                      "optimized: host ms/step by phase (nsys)": host})
     return table(pd.DataFrame(rows)) if rows else ""

@@ -46,7 +46,8 @@ def _cpu_model() -> str:
 
 
 def _nvml() -> dict:
-    """Driver and clocks through NVML; empty when there is no NVIDIA driver."""
+    """Driver, clocks and the GPU's serial UUID through NVML (which physical GPU ran: machines of one
+    model differ by more than some optimizations gain); empty when there is no NVIDIA driver."""
     try:
         import pynvml
         pynvml.nvmlInit()
@@ -54,7 +55,8 @@ def _nvml() -> dict:
         info = {"driver": pynvml.nvmlSystemGetDriverVersion(),
                 "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
                 "mem_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM),
-                "power_limit_w": pynvml.nvmlDeviceGetPowerManagementLimit(h) / 1000}
+                "power_limit_w": pynvml.nvmlDeviceGetPowerManagementLimit(h) / 1000,
+                "gpu_uuid": pynvml.nvmlDeviceGetUUID(h)}
         pynvml.nvmlShutdown()
         return info
     except Exception:  # no driver, no NVML: the fields are simply absent
@@ -79,7 +81,7 @@ def machine_slug() -> str:
 
 def fingerprint() -> dict:
     env = {
-        "python": platform.python_version(), "platform": platform.platform(),
+        "python": platform.python_version(), "platform": platform.platform(), "host": platform.node(),
         "torch": torch.__version__, "torchvision": _version("torchvision"),
         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if has_cuda() else None,
         "dali": _version("nvidia-dali-cuda130"), "cpu": _cpu_model(), "cpu_count": os.cpu_count(),

@@ -1,11 +1,13 @@
 """The 'nsys' observer: Nsight Systems around the measured steps of one cell.
 
 The cell runs as its own process under `nsys profile -t cuda,nvtx --sample=none --cpuctxsw=none
---capture-range=cudaProfilerApi`: the harness opens the capture when the measured steps begin and
+--cuda-graph-trace=node --capture-range=cudaProfilerApi` (node: each kernel of a CUDA graph is
+traced, not the graph as one launch, whose kernels would otherwise read as GPU idle time): the harness opens the capture when the measured steps begin and
 closes it when they end, and marks each step and phase (input, forward, backward, optimizer,
 sync: the loss read) with NVTX ranges. The report is exported to SQLite and `parse()` reads it:
 GPU busy share, idle gaps, copy time by direction, kernels per step, top kernels, synchronizing
-API calls, time per phase, and the share of kernel time in NCCL collectives (the all-reduce of a
+API calls, the training thread's host time in CUDA calls (and in those that wait for the GPU), time
+per phase, and the share of kernel time in NCCL collectives (the all-reduce of a
 data-parallel cell). A capture of several processes (the ranks of a data-parallel cell) is read
 for one of them: the process of the first measured step (all ranks take the same steps).
 """
@@ -31,15 +33,18 @@ NCCL = re.compile(r"^nccl", re.IGNORECASE)
 # name -> (the table it needs, the query); `proc`: the process id part of nsys's global ids
 QUERIES = {
     "kernels": ("CUPTI_ACTIVITY_KIND_KERNEL",
-                "SELECT k.start, k.end, s.value AS name, m.value AS mangled, k.globalPid >> 24 AS proc "
+                "SELECT k.start, k.end, s.value AS name, m.value AS mangled, k.graphNodeId AS graph_node, "
+                "k.globalPid >> 24 AS proc "
                 "FROM CUPTI_ACTIVITY_KIND_KERNEL k "
                 "JOIN StringIds s ON s.id = k.shortName JOIN StringIds m ON m.id = k.mangledName"),
     "copies": ("CUPTI_ACTIVITY_KIND_MEMCPY",
-               "SELECT start, end, copyKind AS kind, bytes, globalPid >> 24 AS proc FROM CUPTI_ACTIVITY_KIND_MEMCPY"),
+               "SELECT start, end, copyKind AS kind, bytes, correlationId AS corr, globalPid >> 24 AS proc "
+               "FROM CUPTI_ACTIVITY_KIND_MEMCPY"),
     "memsets": ("CUPTI_ACTIVITY_KIND_MEMSET", "SELECT start, end, globalPid >> 24 AS proc FROM CUPTI_ACTIVITY_KIND_MEMSET"),
-    "runtime": ("CUPTI_ACTIVITY_KIND_RUNTIME", "SELECT r.start, r.end, s.value AS name, r.globalTid >> 24 AS proc "
+    "runtime": ("CUPTI_ACTIVITY_KIND_RUNTIME", "SELECT r.start, r.end, s.value AS name, r.correlationId AS corr, r.globalTid AS tid, "
+                "r.globalTid >> 24 AS proc "
                 "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"),
-    "nvtx": ("NVTX_EVENTS", "SELECT n.start, n.end, COALESCE(n.text, s.value) AS name, n.globalTid >> 24 AS proc "
+    "nvtx": ("NVTX_EVENTS", "SELECT n.start, n.end, COALESCE(n.text, s.value) AS name, n.globalTid AS tid, n.globalTid >> 24 AS proc "
              "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL"),
 }
 
@@ -92,6 +97,19 @@ def top_kernels(kernels: pd.DataFrame, steps: int, n: int = 10) -> list[dict]:
             for r in top.itertuples()]
 
 
+def api_calls(runtime: pd.DataFrame, copies: pd.DataFrame, trainer: int, steps: int) -> pd.DataFrame:
+    """Host time in CUDA API calls by name and thread (the training thread, which marks the steps,
+    or another: autograd's backward thread, DALI's and the loader's): calls and milliseconds per
+    step, and whether the call waits for the GPU (a synchronize, or a copy to the host)."""
+    to_host = set(copies["corr"][copies.kind == 2])
+    waits = runtime.name.str.contains(SYNC_CALLS) | (runtime.name.str.contains("emcpy") & runtime["corr"].isin(to_host))
+    calls = runtime.assign(thread=np.where(runtime.tid == trainer, "training", "other"), waits=waits,
+                           ms=(runtime.end - runtime.start) / 1e6)
+    g = calls.groupby(["name", "thread", "waits"]).agg(calls=("ms", "size"), ms=("ms", "sum")).reset_index()
+    return g.assign(per_step=g.calls / steps, ms_per_step=g.ms / steps).drop(columns=["calls", "ms"]) \
+        .sort_values("ms_per_step", ascending=False)
+
+
 def nccl_time(kernels: pd.DataFrame) -> float:
     """GPU time (ns) in NCCL's collective kernels (the gradient all-reduce of DDP)."""
     nccl = kernels[kernels.name.str.contains(NCCL)]
@@ -103,19 +121,29 @@ def parse(path: str | Path) -> dict:
     t = one_process(load(path))
     lo, hi, steps = window(t["nvtx"])
     inside = {k: t[k][(t[k].start >= lo) & (t[k].start < hi)] for k in ("kernels", "copies", "memsets", "runtime")}
+    graph_launches = int(inside["runtime"].name.str.startswith("cudaGraphLaunch").sum())
+    if graph_launches and not inside["kernels"].graph_node.notna().any():
+        raise ValueError(f"{path}: {graph_launches} CUDA graph launches whose kernels the capture did not trace: "
+                         "its GPU time would read as idle (capture with nsys --cuda-graph-trace=node)")
     gpu = pd.concat([inside[k][["start", "end"]] for k in ("kernels", "copies", "memsets")])
     merged = timeline.merge(gpu.start, gpu.end.clip(upper=hi))
     busy, span = sum(e - s for s, e in merged), hi - lo
     gaps = timeline.gaps(merged, lo, hi)
     k, c = inside["kernels"], inside["copies"]
+    trainer = t["nvtx"][t["nvtx"].name == "step"].sort_values("start").tid.iloc[0]
+    api = api_calls(inside["runtime"], c, trainer, steps)
+    on_trainer = api[api.thread == "training"]
     rows = [("profiled_steps", steps, "steps"), ("profiled_step_time", span / 1e6 / steps, "ms"),
             ("gpu_busy", 100 * busy / span, "%"),
             ("gpu_kernel_share", 100 * timeline.union(k.start, k.end) / span, "%"),
             ("idle_gaps_per_step", len(gaps) / steps, "gaps"), ("idle_time", gaps.sum() / 1e6 / steps, "ms/step"),
             ("idle_longest", gaps.max(initial=0) / 1e6, "ms"),
             ("kernels_per_step", len(k) / steps, "kernels"),
+            ("graph_launches_per_step", graph_launches / steps, "launches"),
             ("kernel_mean_duration", (k.end - k.start).mean() / 1e3 if len(k) else 0.0, "us"),
             ("sync_calls_per_step", inside["runtime"].name.str.contains(SYNC_CALLS).sum() / steps, "calls"),
+            ("api_time_training_thread", on_trainer.ms_per_step.sum(), "ms/step"),
+            ("gpu_wait_training_thread", on_trainer[on_trainer.waits].ms_per_step.sum(), "ms/step"),
             ("allreduce_time", nccl_time(k) / 1e6 / steps, "ms/step"),
             ("allreduce_share", 100 * nccl_time(k) / (float((k.end - k.start).sum()) or 1.0), "%")]
     for code, kind in COPY_KINDS.items():
@@ -125,12 +153,13 @@ def parse(path: str | Path) -> dict:
     rows += [(f"phase_{p}", (nvtx[nvtx.name == p].end - nvtx[nvtx.name == p].start).sum() / 1e6 / steps, "ms/step")
              for p in PHASES]
     return {"metrics": [{"metric": m, "value": float(v), "unit": u} for m, v, u in rows],
-            "kernels": top_kernels(k, steps), "gaps": gap_table(gaps)}
+            "kernels": top_kernels(k, steps), "gaps": gap_table(gaps),
+            "api_calls": api.head(10).to_dict("records")}
 
 
 class Nsys(WrappingObserver):
     name = "nsys"
-    FLAGS = ["profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none",
+    FLAGS = ["profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--cuda-graph-trace=node",
              "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--force-overwrite=true"]
 
     def command(self, spec: dict, out_dir: Path) -> list[str]:

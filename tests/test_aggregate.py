@@ -114,3 +114,21 @@ def test_a_kernels_mean_duration_is_its_time_per_step_over_its_calls():
     first = timeline[timeline["rank"] == 1].set_index("profiler").mean_us
     assert first["torch"] == pytest.approx(first["nsys"], rel=0.5)
     assert kernels[kernels.profiler == "ncu"].mean_us.isna().all()  # ncu measures its own durations
+
+
+def test_a_lever_is_paired_with_optimized_only_within_one_set_of_runs(tmp_path):
+    """Real ViT-B/16 records of the H200: `optimized` and `optimized+bf16-fused-sgd` measured in one
+    set of runs (repetition 1), and repetition 0 of each from two different sets (another day's
+    machine). Only the pair of one set gives a paired ratio; the unpaired one mixes machines."""
+    records = sorted((Path(__file__).parent / "data" / "h200-pairs").glob("*.json"))
+    tput = {p.stem: next(m["value"] for m in json.loads(p.read_text())["metrics"] if m["metric"] == "throughput")
+            for p in records}
+    summary = aggregate.main(records, [], tmp_path)
+    paired = row(summary, "vit_b_16", "optimized+bf16-fused-sgd", "vs_optimized_paired")
+    lever, ref = "vit_b_16--optimized+bf16-fused-sgd--rep1", "vit_b_16--optimized--rep1"
+    assert paired["n"] == 1 and paired["median"] == pytest.approx(tput[lever] / tput[ref])
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    assert metrics[metrics.metric == "vs_optimized_paired"].rep.tolist() == [1]
+    unpaired = row(summary, "vit_b_16", "optimized+bf16-fused-sgd", "throughput")["median"] / \
+        row(summary, "vit_b_16", "optimized", "throughput")["median"]
+    assert unpaired > paired["median"] + 0.05  # rep 0's optimized ran on a slower day

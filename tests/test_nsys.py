@@ -65,6 +65,26 @@ def test_top_kernels_and_gaps_are_consistent(parsed):
     assert m["sync_calls_per_step"] >= 1  # the baseline reads the loss every step
 
 
+def test_host_time_in_cuda_calls_agrees_with_plain_sql(parsed):
+    """The baseline reads the loss every step: the thread that marks the steps waits for the GPU in
+    the copy of the loss to the host (pageable memory: the copy blocks). The parser's host time in
+    CUDA calls, and in those that wait, match plain SQL over the same file."""
+    m, out = parsed
+    lo, hi, steps = sql("SELECT MIN(start), MAX(end), COUNT(*) FROM NVTX_EVENTS WHERE text = 'step'")[0]
+    (tid,) = sql("SELECT globalTid FROM NVTX_EVENTS WHERE text = 'step' ORDER BY start LIMIT 1")[0]
+    where = f"r.globalTid = {tid} AND r.start >= {lo} AND r.start < {hi}"
+    (total,) = sql(f"SELECT SUM(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE {where}")[0]
+    (to_host,) = sql(f"SELECT SUM(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_MEMCPY c "
+                     f"ON c.correlationId = r.correlationId AND c.copyKind = 2 WHERE {where}")[0]
+    synced = sum(d for name, d in sql(f"SELECT s.value, r.end - r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                                      f"JOIN StringIds s ON s.id = r.nameId WHERE {where}") if nsys.SYNC_CALLS.search(name))
+    assert m["api_time_training_thread"] == pytest.approx(total / 1e6 / steps)
+    assert m["gpu_wait_training_thread"] == pytest.approx((to_host + synced) / 1e6 / steps)
+    assert to_host > 0.5 * total  # the loss read dominates the baseline's host time in CUDA calls
+    top = out["api_calls"][0]
+    assert top["thread"] == "training" and top["waits"] and "Memcpy" in top["name"]
+
+
 def test_no_collectives_in_a_single_gpu_capture(parsed):
     m, _ = parsed
     assert m["allreduce_share"] == 0 and m["allreduce_time"] == 0
@@ -104,3 +124,28 @@ def test_a_missing_tool_skips_its_cells_with_the_reason():
     assert "nsys not found" in nsys.Nsys.unavailable(config, cuda=True)
     assert nsys.Nsys.unavailable(config, cuda=False) == "nsys needs a CUDA GPU; this machine has none"
     assert issubclass(nsys.Nsys, WrappingObserver)
+
+
+def test_graph_launches_whose_kernels_were_not_traced_are_an_error(parsed, tmp_path):
+    """nsys traces a CUDA graph as one launch unless told `--cuda-graph-trace=node`; its kernels then
+    never appear and the GPU reads as idle. A copy of the real capture with one cudaGraphLaunch call
+    added in the window is refused; once a kernel carries a graph node id, it is read, counting it."""
+    m, _ = parsed
+    path = tmp_path / "nsys.sqlite"
+    path.write_bytes((CAPTURE / "nsys.sqlite").read_bytes())
+    with sqlite3.connect(path) as db:
+        name_id = db.execute("SELECT MAX(id) + 1 FROM StringIds").fetchone()[0]
+        db.execute("INSERT INTO StringIds (id, value) VALUES (?, 'cudaGraphLaunch_v10000')", (name_id,))
+        cols = [r[1] for r in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)")]
+        db.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME ({', '.join(cols)}) SELECT "
+                   + ", ".join("?" if c == "nameId" else c for c in cols)
+                   + " FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start > (SELECT MIN(start) FROM NVTX_EVENTS "
+                   "WHERE text = 'step') ORDER BY start LIMIT 1", (name_id,))
+    with pytest.raises(ValueError, match=r"1 CUDA graph launches whose kernels .* --cuda-graph-trace=node"):
+        nsys.parse(path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET graphNodeId = 1 WHERE rowid = "
+                   "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start DESC LIMIT 1)")
+    graphs = {x["metric"]: x["value"] for x in nsys.parse(path)["metrics"]}
+    assert graphs["graph_launches_per_step"] == pytest.approx(1 / m["profiled_steps"])
+    assert m["graph_launches_per_step"] == 0

@@ -55,8 +55,17 @@ CAPTURES = Path(__file__).parent / "data" / "h200-captures"
 
 
 def test_profiled_sections_come_from_real_nsys_and_ncu_records(tmp_path):
-    out = tmp_path / "h200"
-    aggregate.main(H200 + sorted(CAPTURES.glob("resnet50-*/metrics.json")), [], out)
+    """The records as the H200 wrote them; the baseline's nsys record with what today's parser
+    reads from its capture besides (the training thread's waits for the GPU)."""
+    from profiles import nsys as nsys_parser
+    out, records = tmp_path / "h200", sorted(CAPTURES.glob("resnet50-*/metrics.json"))
+    baseline = json.loads((CAPTURES / "resnet50-baseline-nsys/metrics.json").read_text())
+    known = {m["metric"] for m in baseline["metrics"]}
+    reparsed = nsys_parser.parse(CAPTURES / "resnet50-baseline-nsys/nsys.sqlite")["metrics"]
+    baseline["metrics"] += [m for m in reparsed if m["metric"] not in known]
+    (tmp_path / "baseline-nsys.json").write_text(json.dumps(baseline))
+    records = [r for r in records if r.parent.name != "resnet50-baseline-nsys"] + [tmp_path / "baseline-nsys.json"]
+    aggregate.main(H200 + records, [], out)
     shutil.copy(CAPTURES / "limits.json", out / "limits.json")
     text = report.render(out).read_text()
     part = text[text.index("## resnet50"):text.index("## transformer_lm")]
@@ -66,6 +75,8 @@ def test_profiled_sections_come_from_real_nsys_and_ncu_records(tmp_path):
         (CAPTURES / "resnet50-baseline-nsys/metrics.json").read_text())["metrics"]}
     row = next(line for line in part.splitlines() if line.startswith("| baseline | nsys |"))
     assert num(nsys["gpu_busy"]) in row and num(nsys["kernels_per_step"]) in row
+    waits = next(m["value"] for m in reparsed if m["metric"] == "gpu_wait_training_thread")
+    assert "host waits (ms/step)" in part and row.endswith(f"| {num(waits)} |")
     assert (out / "figures" / "time-resnet50.png").stat().st_size > 5000
     assert "| resnet50 | input-bound |" in text  # the diagnosis of the baseline
 
@@ -117,6 +128,9 @@ def test_targets_leave_out_variants_that_do_not_train_and_other_gpus():
     text = sections.targets_section(summary, {"NVIDIA H200"}, {("resnet50", "optimized+bf16")})
     assert "optimized: 5,000 (62%)" in text and "6,000" not in text and "9,000" not in text
     assert sections.targets_section(summary, {"NVIDIA A100-SXM4-80GB"}, set()) == ""
+    steps = pd.DataFrame([{**r("optimized", 6400.0), "profiler": "step"}, {**r("optimized+bf16", 6800.0), "profiler": "step"}])
+    text = sections.targets_section(pd.concat([summary, steps]), {"NVIDIA H200"}, set())
+    assert text.splitlines()[2].endswith("| optimized+bf16: 6,800 (85%) |  |  |")  # the step alone: a ceiling
 
 
 def test_a_cell_that_failed_in_some_runs_is_marked_and_never_the_fastest_that_trains(tmp_path):
