@@ -79,8 +79,8 @@ def step_time_mean(record: dict) -> list[dict]:
 def vs_optimized_paired(records: list[dict]) -> list[dict]:
     """`vs_optimized_paired` (x) per run of an optimized+<lever> or optimized-no-<fix> variant: its
     throughput over that of the `optimized` run of the same workload, profiler and repetition made
-    in the same environment on the same day (one set of runs on one machine). Machines of one model
-    differ by more than some levers gain; a variant added later has no such pair and no value."""
+    in the same environment on the same day (one set of runs on one machine): what differs between
+    machines and days drops out. A variant added later has no such pair and no value."""
     def tput(r):
         return next((m["value"] for m in r["metrics"] if m["metric"] == "throughput"), None)
     def where(r):

@@ -46,8 +46,8 @@ def _cpu_model() -> str:
 
 
 def _nvml() -> dict:
-    """Driver, clocks and the GPU's serial UUID through NVML (which physical GPU ran: machines of one
-    model differ by more than some optimizations gain); empty when there is no NVIDIA driver."""
+    """Driver, clocks and the GPU's UUID through NVML (which physical GPU ran, to tell one machine's
+    runs from another's); empty when there is no NVIDIA driver."""
     try:
         import pynvml
         pynvml.nvmlInit()
