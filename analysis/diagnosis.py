@@ -21,6 +21,7 @@ from analysis.tables import row, spread
 INPUT_SHARE = 30.0
 IDLE_SHARE = 20.0
 SHORT_KERNEL_US = 20.0
+STEP_SHARE = 90.0  # % of its step alone a variant trains at, from which its own step is what holds it
 CONFIRM = 1.05
 RULES = (f"Rules, first match wins: **input-bound** when the loop waits for input {INPUT_SHARE:g}% of the time or "
          f"more (prescribe `workers`); **sync-bound** when the GPU idles {IDLE_SHARE:g}% or more while the host "
@@ -52,14 +53,20 @@ def kernel_class(kernels: pd.DataFrame, workload: str) -> tuple[str, str] | None
 
 
 def holding(summary: pd.DataFrame, workload: str, variant: str) -> str:
-    """What holds a variant where it stands, from its own measurements: the input (the loop waits
-    for batches INPUT_SHARE % of the time or more), the host (the GPU idles IDLE_SHARE % or more:
+    """What holds a variant where it stands, from its own measurements: its own step (it trains at
+    STEP_SHARE % of its step alone or more, where the `step` profiler ran: no loader holds it back,
+    whatever time the loop spends in the loader's next batch), the input (the loop waits for
+    batches INPUT_SHARE % of the time or more), the host (the GPU idles IDLE_SHARE % or more:
     nsys's busy share where it ran, else NVML's utilization of the timing cell), or the GPU's own
     work; with the share of its step alone it reaches where the `step` profiler ran."""
     wait = value(summary, workload, variant, "input_wait_share")
     busy = value(summary, workload, variant, "gpu_busy", ("nsys",)) or value(summary, workload, variant, "gpu_util")
     step = value(summary, workload, variant, "step_ceiling_used", ("step",))
     ceiling = f"; trains at {step:.0f}% of its step alone" if step is not None else ""
+    if step is not None and step >= STEP_SHARE:
+        gpu = "" if busy is None else f"; in training the GPU is busy {busy:.0f}% of the time"
+        waits = f" (its waits for batches, {wait:.0f}% of the time, cost it little)" if wait and wait >= INPUT_SHARE else ""
+        return f"its own step: trains at {step:.0f}% of its step alone{waits}{gpu}"
     if wait is not None and wait >= INPUT_SHARE:
         return f"input: waits for batches {wait:.0f}% of the time{ceiling}"
     if busy is None:

@@ -61,8 +61,14 @@ def test_a_prescription_without_its_variant_is_not_measurable():
     ([("timing", "input_wait_share", 3.0), ("timing", "gpu_util", 53.0)], "host: the GPU idles 47%"),
     ([("timing", "input_wait_share", 3.0), ("nsys", "gpu_busy", 70.0), ("timing", "gpu_util", 92.0)],
      "host: the GPU idles 30%"),  # the timeline, where it ran, before NVML's samples
+    ([("timing", "input_wait_share", 3.0), ("timing", "gpu_util", 92.0), ("step", "step_ceiling_used", 85.0)],
+     "GPU work: the GPU is busy 92% of the time; trains at 85% of its step alone"),
     ([("timing", "input_wait_share", 3.0), ("timing", "gpu_util", 92.0), ("step", "step_ceiling_used", 97.0)],
-     "GPU work: the GPU is busy 92% of the time; trains at 97% of its step alone"),
+     "its own step: trains at 97% of its step alone; in training the GPU is busy 92% of the time"),
+    # CUDA graphs on the H200: the loop sat in the loader's next batch 59% of the time, yet trained
+    # at 94% of its step alone: the loader is not what holds it
+    ([("timing", "input_wait_share", 59.0), ("timing", "gpu_util", 90.0), ("step", "step_ceiling_used", 94.0)],
+     "its own step: trains at 94% of its step alone (its waits for batches, 59% of the time, cost it little)"),
 ])
 def test_what_holds_a_variant(rows, held):
     assert diagnosis.holding(summary(rows), "w", "baseline").startswith(held)
