@@ -172,6 +172,8 @@ def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]],
         ok = ok[[(w, v) not in loss_flagged for v in ok.variant]]
         if ok.empty:
             continue
+        def of_target(r) -> str:
+            return f"{spread(r)} ({100 * r['median'] / t['value']:.0f}%)"
         best, opt = ok.loc[ok["median"].idxmax()], metric(summary, w, "optimized", m)
         steps = summary[(summary.workload == w) & (summary.metric == m) & (summary.profiler == "step")
                         & (summary.status == "ok")]
@@ -181,11 +183,10 @@ def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]],
         host = ", ".join(f"{p} {num(r['median'])}" for p, r in sorted(
             ((p, r) for p, r in phases.items() if r is not None), key=lambda pr: -pr[1]["median"]))
         rows.append({"workload": w, "target": f"{num(t['value'])} {best['unit']}", "reference": t["reference"],
-                     "optimized": f"{spread(opt)} ({100 * opt['median'] / t['value']:.0f}%)" if opt is not None else "",
-                     "fastest that trains": f"{best.variant}: {spread(best)} ({100 * best['median'] / t['value']:.0f}%)",
+                     "optimized": of_target(opt) if opt is not None else "",
+                     "fastest that trains": f"{best.variant}: {of_target(best)}",
                      "what holds the fastest": diagnosis.holding(summary, w, best.variant),
-                     "fastest step alone (no input)": "" if step is None else
-                     f"{step.variant}: {spread(step)} ({100 * step['median'] / t['value']:.0f}%)",
+                     "fastest step alone (no input)": "" if step is None else f"{step.variant}: {of_target(step)}",
                      "optimized: GPU busy (%, nsys)": num(busy["median"]) if busy is not None else "",
                      "optimized: host ms/step by phase (nsys)": host})
     return table(pd.DataFrame(rows)) if rows else ""

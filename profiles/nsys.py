@@ -2,8 +2,8 @@
 
 The cell runs as its own process under `nsys profile -t cuda,nvtx --sample=none --cpuctxsw=none
 --cuda-graph-trace=node --capture-range=cudaProfilerApi` (node: each kernel of a CUDA graph is
-traced, not the graph as one launch, whose kernels would otherwise read as GPU idle time): the harness opens the capture when the measured steps begin and
-closes it when they end, and marks each step and phase (input, forward, backward, optimizer,
+traced, not the graph as one launch, whose kernels would otherwise read as GPU idle time): the
+harness opens the capture when the measured steps begin and closes it when they end, and marks each step and phase (input, forward, backward, optimizer,
 sync: the loss read) with NVTX ranges. The report is exported to SQLite and `parse()` reads it:
 GPU busy share, idle gaps, copy time by direction, kernels per step, top kernels, synchronizing
 API calls, the training thread's host time in CUDA calls (and in those that wait for the GPU), time
@@ -29,6 +29,7 @@ COPY_KINDS = {1: "h2d", 2: "d2h", 8: "d2d"}
 GAP_BINS_US = [0, 10, 100, 1_000, 10_000, float("inf")]
 GAP_LABELS = ["<10us", "10-100us", "0.1-1ms", "1-10ms", ">=10ms"]
 SYNC_CALLS = re.compile(r"Synchronize|^cudaMemcpy(?:_v\d+)?$|^cuMemcpy[DH]to[DH](?:_v\d+)?$")
+COPY_CALLS = re.compile(r"memcpy", re.IGNORECASE)  # cudaMemcpy*, cuMemcpy*: the API calls of copies
 NCCL = re.compile(r"^nccl", re.IGNORECASE)
 # name -> (the table it needs, the query); `proc`: the process id part of nsys's global ids
 QUERIES = {
@@ -41,10 +42,11 @@ QUERIES = {
                "SELECT start, end, copyKind AS kind, bytes, correlationId AS corr, globalPid >> 24 AS proc "
                "FROM CUPTI_ACTIVITY_KIND_MEMCPY"),
     "memsets": ("CUPTI_ACTIVITY_KIND_MEMSET", "SELECT start, end, globalPid >> 24 AS proc FROM CUPTI_ACTIVITY_KIND_MEMSET"),
-    "runtime": ("CUPTI_ACTIVITY_KIND_RUNTIME", "SELECT r.start, r.end, s.value AS name, r.correlationId AS corr, r.globalTid AS tid, "
-                "r.globalTid >> 24 AS proc "
-                "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"),
-    "nvtx": ("NVTX_EVENTS", "SELECT n.start, n.end, COALESCE(n.text, s.value) AS name, n.globalTid AS tid, n.globalTid >> 24 AS proc "
+    "runtime": ("CUPTI_ACTIVITY_KIND_RUNTIME",
+                "SELECT r.start, r.end, s.value AS name, r.correlationId AS corr, r.globalTid AS tid, "
+                "r.globalTid >> 24 AS proc FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"),
+    "nvtx": ("NVTX_EVENTS",
+             "SELECT n.start, n.end, COALESCE(n.text, s.value) AS name, n.globalTid AS tid, n.globalTid >> 24 AS proc "
              "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL"),
 }
 
@@ -66,12 +68,17 @@ def load(path: str | Path) -> dict[str, pd.DataFrame]:
         raise ValueError(f"{path}: not a readable Nsight Systems SQLite export ({e})") from e
 
 
-def one_process(t: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """The tables of the process that ran the first measured step (rank 0's view of a DDP cell)."""
-    steps = t["nvtx"][t["nvtx"].name == "step"]
+def first_step(nvtx: pd.DataFrame) -> pd.Series:
+    """The NVTX range of the first measured step: its process and thread are the training's."""
+    steps = nvtx[nvtx.name == "step"]
     if steps.empty:
         raise ValueError("no NVTX 'step' ranges in the capture: were the measured steps captured?")
-    proc = steps.sort_values("start").proc.iloc[0]
+    return steps.sort_values("start").iloc[0]
+
+
+def one_process(t: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The tables of the process that ran the first measured step (rank 0's view of a DDP cell)."""
+    proc = first_step(t["nvtx"]).proc
     return {k: v[v.proc == proc] for k, v in t.items()}
 
 
@@ -102,7 +109,7 @@ def api_calls(runtime: pd.DataFrame, copies: pd.DataFrame, trainer: int, steps: 
     or another: autograd's backward thread, DALI's and the loader's): calls and milliseconds per
     step, and whether the call waits for the GPU (a synchronize, or a copy to the host)."""
     to_host = set(copies["corr"][copies.kind == 2])
-    waits = runtime.name.str.contains(SYNC_CALLS) | (runtime.name.str.contains("emcpy") & runtime["corr"].isin(to_host))
+    waits = runtime.name.str.contains(SYNC_CALLS) | (runtime.name.str.contains(COPY_CALLS) & runtime["corr"].isin(to_host))
     calls = runtime.assign(thread=np.where(runtime.tid == trainer, "training", "other"), waits=waits,
                            ms=(runtime.end - runtime.start) / 1e6)
     g = calls.groupby(["name", "thread", "waits"]).agg(calls=("ms", "size"), ms=("ms", "sum")).reset_index()
@@ -130,8 +137,7 @@ def parse(path: str | Path) -> dict:
     busy, span = sum(e - s for s, e in merged), hi - lo
     gaps = timeline.gaps(merged, lo, hi)
     k, c = inside["kernels"], inside["copies"]
-    trainer = t["nvtx"][t["nvtx"].name == "step"].sort_values("start").tid.iloc[0]
-    api = api_calls(inside["runtime"], c, trainer, steps)
+    api = api_calls(inside["runtime"], c, first_step(t["nvtx"]).tid, steps)
     on_trainer = api[api.thread == "training"]
     rows = [("profiled_steps", steps, "steps"), ("profiled_step_time", span / 1e6 / steps, "ms"),
             ("gpu_busy", 100 * busy / span, "%"),
