@@ -134,3 +134,11 @@ def test_ddp_of_one_process_is_a_config_error():
     bad["baseline"]["ddp"] = 1
     with pytest.raises(config.ConfigError, match="baseline.ddp"):
         config.validate(bad)
+
+
+def test_a_batch_lever_scales_the_cells_batch_and_nothing_else():
+    from workloads import matrix
+    cfg = matrix.resolve(config.load(overrides={"gpu_jobs": True, "machine": "h200", "preset": "gpu"}))
+    opt, big = (matrix.cell(cfg, "lstm", v)["spec"] for v in ("optimized", "optimized+bf16-batch2x"))
+    assert big["params"] == {**opt["params"], "batch_size": 2 * opt["params"]["batch_size"]}
+    assert {k for k in opt["knobs"] if opt["knobs"][k] != big["knobs"][k]} == {"precision", "batch_scale"}

@@ -47,9 +47,11 @@ def data_path(config: dict, workload: type[workloads.Workload]) -> Path:
     return root / ("images" if workload.data == "images" else "tokens.npy")
 
 
-def params(config: dict, workload: type[workloads.Workload]) -> dict:
+def params(config: dict, workload: type[workloads.Workload], knobs: dict | None = None) -> dict:
+    """The workload's sizes in this preset; a variant's batch_scale multiplies its batch size."""
     preset = config["presets"][config["preset"]]
-    return {**workload.defaults[config["preset"]], **preset.get("workloads", {}).get(workload.name, {})}
+    p = {**workload.defaults[config["preset"]], **preset.get("workloads", {}).get(workload.name, {})}
+    return {**p, "batch_size": p["batch_size"] * (knobs or {}).get("batch_scale", 1)}
 
 
 def processes(spec: dict) -> int:
@@ -96,7 +98,7 @@ def cell(config: dict, workload_name: str, variant: str, profiler: str = "timing
     preset = config["presets"][config["preset"]]
     measured = preset["measured_steps"] if profiler == "timing" else preset.get("profiled_steps", preset["measured_steps"])
     spec = {**keys, "preset": config["preset"], "machine": config["machine"], "knobs": knobs,
-            "params": params(config, workload), "data": str(data_path(config, workload)),
+            "params": params(config, workload, knobs), "data": str(data_path(config, workload)),
             "warmup_steps": preset["warmup_steps"], "measured_steps": measured,
             "max_warmup_s": preset.get("max_warmup_s"), "max_measure_s": preset.get("max_measure_s"),
             "seed": config["seed"], "tools": config.get("tools", {})}
