@@ -114,14 +114,20 @@ def step_losses(records: list[dict]) -> pd.DataFrame:
 
 def loss_check(losses: pd.DataFrame) -> pd.DataFrame:
     """loss_vs_baseline (%) per run: the run's mean loss over the last LOSS_STEPS steps it shares
-    with the baseline run of the same workload, profiler and repetition, against the baseline's.
+    with the baseline run of the same workload, profiler and repetition, against the baseline's;
+    where that repetition has no baseline run, against the mean of the other repetitions' baseline
+    runs (every run of a cell starts from the same seed, weights and data order).
     Cells stop at different steps (a slow cell measures fewer), so only common steps compare."""
     out = []
     base = losses[losses.variant == "baseline"].set_index(["workload", "profiler", "rep", "step"]).loss.sort_index()
+    other = base.groupby(level=["workload", "profiler", "step"]).mean()
     for (w, v, p, r), g in losses.groupby([*KEYS, "rep"], sort=False):
-        if (w, p, r) not in base.droplevel("step").index:
+        if (w, p, r) in base.droplevel("step").index:
+            b = base.loc[(w, p, r)]
+        elif (w, p) in other.droplevel("step").index:
+            b = other.loc[(w, p)]
+        else:
             continue
-        b = base.loc[(w, p, r)]
         common = sorted(set(g.step) & set(b.index))[-LOSS_STEPS:]
         if common:
             mine, ref = g.set_index("step").loss.loc[common].mean(), b.loc[common].mean()
@@ -216,18 +222,19 @@ def variant_table(records: list[dict]) -> pd.DataFrame:
 
 
 def environments(records: list[dict]) -> list[dict]:
-    """The distinct environments, each with the profiling tools' versions seen in the runs, and
-    which runs it holds: how many, on which days, under which profilers."""
+    """The distinct environments in the order their first runs started, each with the profiling
+    tools' versions seen in the runs, and which runs it holds: how many, when, under which profilers."""
     tools = {k: v for r in records for k, v in r.get("tool_versions", {}).items()}
     sets: dict[str, list[dict]] = {}
     for r in records:
         if r.get("env"):
             sets.setdefault(json.dumps(r["env"], sort_keys=True), []).append(r)
     out = []
-    for e, runs in sorted(sets.items()):
+    first = {e: min((r.get("started") or "" for r in runs)) for e, runs in sets.items()}
+    for e, runs in sorted(sets.items(), key=lambda kv: (first[kv[0]], kv[0])):
         days = sorted({r["started"][:10] for r in runs if r.get("started")})
         out.append({**json.loads(e), **tools, "runs": len(runs), "dates": " .. ".join(dict.fromkeys([days[0], days[-1]])) if days else "",
-                    "profilers": ", ".join(sorted({r["keys"]["profiler"] for r in runs}))})
+                    "first_started": first[e], "profilers": ", ".join(sorted({r["keys"]["profiler"] for r in runs}))})
     return out
 
 

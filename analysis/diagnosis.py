@@ -55,7 +55,8 @@ def kernel_class(kernels: pd.DataFrame, workload: str) -> tuple[str, str] | None
 def holding(summary: pd.DataFrame, workload: str, variant: str) -> str:
     """What holds a variant where it stands, from its own measurements: its own step (it trains at
     STEP_SHARE % of its step alone or more, where the `step` profiler ran: no loader holds it back,
-    whatever time the loop spends in the loader's next batch), the input (the loop waits for
+    whatever time the loop spends in the loader's next batch; its host work where the GPU still
+    idles IDLE_SHARE % or more), the input (the loop waits for
     batches INPUT_SHARE % of the time or more), the host (the GPU idles IDLE_SHARE % or more:
     nsys's busy share where it ran, else NVML's utilization of the timing cell), or the GPU's own
     work; with the share of its step alone it reaches where the `step` profiler ran."""
@@ -64,8 +65,11 @@ def holding(summary: pd.DataFrame, workload: str, variant: str) -> str:
     step = value(summary, workload, variant, "step_ceiling_used", ("step",))
     ceiling = f"; trains at {step:.0f}% of its step alone" if step is not None else ""
     if step is not None and step >= STEP_SHARE:
-        gpu = "" if busy is None else f"; in training the GPU is busy {busy:.0f}% of the time"
         waits = f" (its waits for batches, {wait:.0f}% of the time, cost it little)" if wait and wait >= INPUT_SHARE else ""
+        if busy is not None and 100 - busy >= IDLE_SHARE:  # the step itself leaves the GPU idle
+            return (f"its own step's host work: trains at {step:.0f}% of its step alone{waits}, and the GPU "
+                    f"idles {100 - busy:.0f}% of the time: the host issues the step slower than the GPU runs it")
+        gpu = "" if busy is None else f"; in training the GPU is busy {busy:.0f}% of the time"
         return f"its own step: trains at {step:.0f}% of its step alone{waits}{gpu}"
     if wait is not None and wait >= INPUT_SHARE:
         return f"input: waits for batches {wait:.0f}% of the time{ceiling}"

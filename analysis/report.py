@@ -23,15 +23,12 @@ def cell(summary: pd.DataFrame, workload: str, variant: str, metric: str) -> str
 
 def variants_table(summary: pd.DataFrame, workload: str, names: list[str]) -> str:
     unit = summary[(summary.workload == workload) & (summary.metric == "throughput")].unit
-    flags = set(aggregate.loss_flags(summary[summary.workload == workload]).variant)
-    shaky = aggregate.unreliable(summary[(summary.workload == workload) & (summary.profiler == "timing")])
-    failed = {v: f" **{how}**" for v, how in zip(shaky.variant, shaky.how_often)}
+    note = sections.loss_notes(summary, workload)
     rows = [{"variant": v, f"throughput ({unit.iloc[0] if len(unit) else ''})": cell(summary, workload, v, "throughput"),
              "speedup (x)": cell(summary, workload, v, "speedup"), "step (ms)": cell(summary, workload, v, "step_time_mean"),
              "input wait (%)": cell(summary, workload, v, "input_wait_share"),
              "peak memory (GiB)": cell(summary, workload, v, "peak_memory") or cell(summary, workload, v, "peak_host_memory"),
-             "loss vs baseline (%)": cell(summary, workload, v, "loss_vs_baseline") + (" **check**" if v in flags else "")
-                                     + failed.get(v, "")}
+             "loss vs baseline (%)": note(v)}
             for v in names if cell(summary, workload, v, "throughput")]
     return table(pd.DataFrame(rows)) if rows else "(no variant ran)\n"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import diagnosis, figures
+from analysis import aggregate, diagnosis, figures
 from analysis.tables import fmt, num, row as metric, spread, table
 
 
@@ -126,12 +126,21 @@ def over_optimized(summary, workload: str, names: list[str], extra) -> list[dict
     return rows if len(rows) > 1 else []
 
 
+def loss_notes(summary, workload: str):
+    """variant -> its timing runs' loss against the baseline's, marked **check** where it is worse
+    by more than the tolerance and with how often it failed where some runs did not train."""
+    flags = set(aggregate.loss_flags(summary[summary.workload == workload]).variant)
+    shaky = aggregate.unreliable(summary[(summary.workload == workload) & (summary.profiler == "timing")])
+    failed = {v: f" **{how}**" for v, how in zip(shaky.variant, shaky.how_often)}
+    return lambda v: (spread(metric(summary, workload, v, "loss_vs_baseline")) + (" **check**" if v in flags else "")
+                      + failed.get(v, ""))
+
+
 def tuning_section(summary, workload: str, names: list[str]) -> str:
     """The levers past the articles' fixes (optimized+<lever>), each against optimized."""
-    def loss(v, r, ref):
-        x = metric(summary, workload, v, "loss_vs_baseline")
-        return {"loss vs baseline (%)": spread(x)}
-    rows = over_optimized(summary, workload, [v for v in names if v.startswith("optimized+")], loss)
+    note = loss_notes(summary, workload)
+    rows = over_optimized(summary, workload, [v for v in names if v.startswith("optimized+")],
+                          lambda v, r, ref: {"loss vs baseline (%)": note(v)})
     return table(pd.DataFrame(rows)) if rows else ""
 
 

@@ -31,6 +31,7 @@ def test_gpu_records_give_gpu_metrics(h200):
     assert {e["gpu"] for e in env} == {"NVIDIA H200"}
     # each environment says which runs it holds
     assert sum(e["runs"] for e in env) == len(H200) and all(e["dates"].startswith("2026-") for e in env)
+    assert len(env) > 1 and [e["first_started"] for e in env] == sorted(e["first_started"] for e in env)
 
 
 def test_skipped_cells_keep_their_reason(h200):
@@ -61,6 +62,20 @@ def test_speedup_and_loss_check_against_the_baseline(tmp_path):
     assert value["optimized", "loss_vs_baseline"] == pytest.approx(100 * loss)
     flagged = {v for v in ("optimized", "workers") if value[v, "loss_vs_baseline"] > aggregate.LOSS_TOLERANCE}
     assert set(aggregate.loss_flags(summary).variant) == flagged
+
+
+def test_a_repetition_without_a_baseline_run_is_checked_against_the_other_repetitions(tmp_path):
+    """A real optimized run moved to repetition 2, where no baseline ran: its loss is compared with
+    repetition 0's baseline at the same steps, as it would be in its own repetition."""
+    data = Path(__file__).parent / "data" / "h200-timing"
+    moved = json.loads((data / "resnet50--optimized.json").read_text())
+    moved["keys"]["rep"] = 2
+    (tmp_path / "moved.json").write_text(json.dumps(moved))
+    paths = [data / "resnet50--baseline.json", data / "resnet50--optimized.json"]
+    same = aggregate.main(paths, [], tmp_path / "same")
+    other = aggregate.main([paths[0], tmp_path / "moved.json"], [], tmp_path / "other")
+    loss = [s[(s.variant == "optimized") & (s.metric == "loss_vs_baseline")]["median"].item() for s in (same, other)]
+    assert loss[1] == pytest.approx(loss[0]) and loss[0] != 0
 
 
 def test_unreadable_record_names_the_file(tmp_path):

@@ -69,6 +69,9 @@ def test_a_prescription_without_its_variant_is_not_measurable():
     # at 94% of its step alone: the loader is not what holds it
     ([("timing", "input_wait_share", 59.0), ("timing", "gpu_util", 90.0), ("step", "step_ceiling_used", 94.0)],
      "its own step: trains at 94% of its step alone (its waits for batches, 59% of the time, cost it little)"),
+    # the LSTM on the H200: no loader in the way, yet its ~1,500 short kernels a step leave the GPU idle
+    ([("timing", "input_wait_share", 3.0), ("timing", "gpu_util", 69.0), ("step", "step_ceiling_used", 99.0)],
+     "its own step's host work: trains at 99% of its step alone, and the GPU idles 31% of the time"),
 ])
 def test_what_holds_a_variant(rows, held):
     assert diagnosis.holding(summary(rows), "w", "baseline").startswith(held)

@@ -148,4 +148,17 @@ def test_a_cell_that_failed_in_some_runs_is_marked_and_never_the_fastest_that_tr
     target = next(line for line in text.splitlines() if line.startswith("| resnet50 | 8,000"))
     fastest = target.split(" | ")[4]  # without the failed run it is "optimized: 5,543 (69%)"
     assert fastest and not fastest.startswith("optimized:")
+
+
+def test_a_lever_that_failed_in_some_runs_is_marked_against_optimized_too(tmp_path):
+    pairs = sorted((Path(__file__).parent / "data" / "h200-pairs").glob("*.json"))
+    lever = json.loads(pairs[0].read_text())
+    failed = tmp_path / "vit_b_16--optimized+bf16-fused-sgd--rep2.json"
+    failed.write_text(json.dumps({**lever, "keys": {**lever["keys"], "rep": 2}, "status": "failed",
+                                  "reason": "non-finite loss: loss is nan at step 3", "metrics": []}))
+    aggregate.main(pairs + [failed], [], tmp_path / "h200")
+    text = report.render(tmp_path / "h200").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| optimized+bf16-fused-sgd |")]
+    assert len(rows) == 2  # every variant against the baseline, and the levers against optimized
+    assert all(row.endswith("**failed in 1 of 3 runs** |") for row in rows)
     assert not re.search(r"\d\.\d{6,}", text)  # every number in the report is formatted

@@ -142,3 +142,16 @@ def test_a_batch_lever_scales_the_cells_batch_and_nothing_else():
     opt, big = (matrix.cell(cfg, "lstm", v)["spec"] for v in ("optimized", "optimized+bf16-batch2x"))
     assert big["params"] == {**opt["params"], "batch_size": 2 * opt["params"]["batch_size"]}
     assert {k for k in opt["knobs"] if opt["knobs"][k] != big["knobs"][k]} == {"precision", "batch_scale"}
+
+
+def test_the_ceilings_measure_as_many_steps_as_timing_and_the_tracers_fewer():
+    """The loader alone and the step alone are set against timing's throughput: a short window
+    (a few 9 ms LSTM steps) would understate them by the queue's fill and the final sync."""
+    from workloads import matrix
+    cfg = matrix.resolve(config.load(overrides={"gpu_jobs": True, "machine": "h200", "preset": "gpu"}))
+    preset = cfg["presets"]["gpu"]
+    steps = {p: matrix.cell(cfg, "resnet50", "optimized", p)["spec"]["measured_steps"]
+             for p in ("timing", "input", "step", "torch", "nsys")}
+    assert steps == {"timing": preset["measured_steps"], "input": preset["measured_steps"],
+                     "step": preset["measured_steps"], "torch": preset["profiled_steps"],
+                     "nsys": preset["profiled_steps"]} and preset["profiled_steps"] < preset["measured_steps"]

@@ -96,7 +96,10 @@ def cell(config: dict, workload_name: str, variant: str, profiler: str = "timing
     if reason:
         return {"keys": keys, "status": "skipped", "reason": reason, "spec": None}
     preset = config["presets"][config["preset"]]
-    measured = preset["measured_steps"] if profiler == "timing" else preset.get("profiled_steps", preset["measured_steps"])
+    # the tracing profilers measure fewer steps (their traces grow with each); the ceilings (input,
+    # step) are compared with timing's throughput, so they measure as many steps as it does
+    traced = profiler in ("torch", "nsys", "ncu")
+    measured = preset.get("profiled_steps", preset["measured_steps"]) if traced else preset["measured_steps"]
     spec = {**keys, "preset": config["preset"], "machine": config["machine"], "knobs": knobs,
             "params": params(config, workload, knobs), "data": str(data_path(config, workload)),
             "warmup_steps": preset["warmup_steps"], "measured_steps": measured,
