@@ -12,6 +12,9 @@ summary.csv  one row per workload x variant x profiler x metric: median over rep
              statistics over the runs that trained, and its reason says how many failed and why).
 env.json     the environment(s) the runs recorded, with the profiling tools' versions
 kernels.csv  the top kernels each profiled run saw (torch, nsys) and ncu's measurements of them
+api_calls.csv the CUDA API calls of each nsys run, by name and thread (`training`: the thread that
+             runs the loop; the others by name, e.g. `pt_autograd_0`), whether the call waits for
+             the GPU, calls and host milliseconds per step
 variants.csv each variant's knobs per workload
 Derived: `step_time_mean` (ms) per run, the measured window's time per step (throughput's
 inverse): the median step (`step_time`) hides a step that waits for the ones before it (the loss
@@ -216,6 +219,12 @@ def kernel_table(records: list[dict]) -> pd.DataFrame:
     return table.assign(mean_us=1e3 * table.ms_per_step / table.calls_per_step) if timeline else table
 
 
+def api_call_table(records: list[dict]) -> pd.DataFrame:
+    """One row per CUDA API call name x thread an nsys run recorded, most host time first."""
+    rows = [{**r["keys"], **c} for r in records if r["status"] == "ok" for c in r.get("nsys", {}).get("api_calls", [])]
+    return pd.DataFrame(rows, columns=[*KEYS, "rep", "name", "thread", "waits", "per_step", "ms_per_step"])
+
+
 def variant_table(records: list[dict]) -> pd.DataFrame:
     rows = {(r["keys"]["workload"], r["keys"]["variant"]): r["spec"]["knobs"] for r in records if r.get("spec")}
     return pd.DataFrame([{"workload": w, "variant": v, **k} for (w, v), k in sorted(rows.items())])
@@ -251,5 +260,6 @@ def main(run_paths, skipped: list[dict], out_dir) -> pd.DataFrame:
     summary.to_csv(out / "summary.csv", index=False, float_format="%.6g")
     (out / "env.json").write_text(json.dumps(environments(records), indent=1))
     kernel_table(records).to_csv(out / "kernels.csv", index=False, float_format="%.6g")
+    api_call_table(records).to_csv(out / "api_calls.csv", index=False, float_format="%.6g")
     variant_table(records).to_csv(out / "variants.csv", index=False)
     return summary

@@ -73,6 +73,7 @@ def workload_part(summary, tables: dict, workload: str, out: Path, cfg: dict) ->
             ("Stage by stage: one fix after another", sections.stages_section(summary, tables["cells"], chain, workload, out)),
             ("Ceilings: the loader alone and the step alone", sections.ceilings_section(summary, workload, names)),
             ("Where the time goes", sections.time_section(summary, workload, out)),
+            ("Host CUDA calls", sections.host_calls_section(tables["api_calls"], workload)),
             ("Kernels", sections.kernels_section(tables["kernels"], workload)),
             ("Against the limit", sections.limits_section(summary, tables["variants"], tables["limits"], workload))):
         if text:
@@ -87,7 +88,7 @@ def render(out_dir: str | Path) -> Path:
     machine = out.name
     cfg = config.load()
     limits_path = out / "limits.json"
-    tables = {"cells": read(out, "cells.csv"), "kernels": read(out, "kernels.csv"),
+    tables = {"cells": read(out, "cells.csv"), "kernels": read(out, "kernels.csv"), "api_calls": read(out, "api_calls.csv"),
               "variants": read(out, "variants.csv"),
               "limits": json.loads(limits_path.read_text()) if limits_path.is_file() else {}}
     parts = [f"# Training performance on `{machine}`\n",

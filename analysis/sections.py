@@ -81,6 +81,21 @@ def time_section(summary, workload, out: Path) -> str:
     return table(shown) + (f"\n![{workload} time breakdown](figures/{fig.name})\n" if fig else "")
 
 
+def host_calls_section(calls: pd.DataFrame, workload: str, top: int = 5) -> str:
+    """The CUDA API calls that took the host the most time per step in each nsys run."""
+    c = calls[(calls.workload == workload)] if len(calls) else calls
+    if not len(c):
+        return ""
+    c = c.sort_values(["variant", "ms_per_step"], ascending=[True, False]).groupby("variant", sort=False).head(top)
+    shown = pd.DataFrame({"variant": c.variant, "call": c.name.str.replace(r"_v\d+$", "", regex=True),
+                          "thread": c.thread, "waits for the GPU": c.waits.map({True: "yes", False: ""}),
+                          "calls/step": c.per_step.map(num), "host ms/step": c.ms_per_step.map(num)})
+    return (f"Top {top} CUDA API calls per variant by host time (nsys; thread `training` runs the loop, the "
+            "others by their names, `pt_autograd_0` being autograd's backward thread (`other`: a thread of a "
+            "record made before names were read); a call that waits for the GPU is a synchronize or a "
+            "device-to-host copy; calls on different threads overlap):\n\n" + table(shown))
+
+
 def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5) -> str:
     k = kernels[kernels.workload == workload]
     parts = []

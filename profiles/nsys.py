@@ -45,6 +45,8 @@ QUERIES = {
     "runtime": ("CUPTI_ACTIVITY_KIND_RUNTIME",
                 "SELECT r.start, r.end, s.value AS name, r.correlationId AS corr, r.globalTid AS tid, "
                 "r.globalTid >> 24 AS proc FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"),
+    "threads": ("ThreadNames", "SELECT t.globalTid AS tid, s.value AS name, t.globalTid >> 24 AS proc "
+                "FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"),
     "nvtx": ("NVTX_EVENTS",
              "SELECT n.start, n.end, COALESCE(n.text, s.value) AS name, n.globalTid AS tid, n.globalTid >> 24 AS proc "
              "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL"),
@@ -104,13 +106,16 @@ def top_kernels(kernels: pd.DataFrame, steps: int, n: int = 10) -> list[dict]:
             for r in top.itertuples()]
 
 
-def api_calls(runtime: pd.DataFrame, copies: pd.DataFrame, trainer: int, steps: int) -> pd.DataFrame:
-    """Host time in CUDA API calls by name and thread (the training thread, which marks the steps,
-    or another: autograd's backward thread, DALI's and the loader's): calls and milliseconds per
-    step, and whether the call waits for the GPU (a synchronize, or a copy to the host)."""
+def api_calls(runtime: pd.DataFrame, copies: pd.DataFrame, threads: pd.DataFrame, trainer: int,
+              steps: int) -> pd.DataFrame:
+    """Host time in CUDA API calls by name and thread (`training`: the thread that marks the steps;
+    any other by its name, e.g. `pt_autograd_0`, autograd's backward thread; threads of one name
+    together): calls and milliseconds per step, and whether the call waits for the GPU (a
+    synchronize, or a copy to the host)."""
     to_host = set(copies["corr"][copies.kind == 2])
     waits = runtime.name.str.contains(SYNC_CALLS) | (runtime.name.str.contains(COPY_CALLS) & runtime["corr"].isin(to_host))
-    calls = runtime.assign(thread=np.where(runtime.tid == trainer, "training", "other"), waits=waits,
+    names = runtime.tid.map(threads.drop_duplicates("tid").set_index("tid").name).fillna("other")
+    calls = runtime.assign(thread=names.where(runtime.tid != trainer, "training"), waits=waits,
                            ms=(runtime.end - runtime.start) / 1e6)
     g = calls.groupby(["name", "thread", "waits"]).agg(calls=("ms", "size"), ms=("ms", "sum")).reset_index()
     return g.assign(per_step=g.calls / steps, ms_per_step=g.ms / steps).drop(columns=["calls", "ms"]) \
@@ -137,7 +142,7 @@ def parse(path: str | Path) -> dict:
     busy, span = sum(e - s for s, e in merged), hi - lo
     gaps = timeline.gaps(merged, lo, hi)
     k, c = inside["kernels"], inside["copies"]
-    api = api_calls(inside["runtime"], c, first_step(t["nvtx"]).tid, steps)
+    api = api_calls(inside["runtime"], c, t["threads"], first_step(t["nvtx"]).tid, steps)
     on_trainer = api[api.thread == "training"]
     rows = [("profiled_steps", steps, "steps"), ("profiled_step_time", span / 1e6 / steps, "ms"),
             ("gpu_busy", 100 * busy / span, "%"),

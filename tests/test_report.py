@@ -162,3 +162,19 @@ def test_a_lever_that_failed_in_some_runs_is_marked_against_optimized_too(tmp_pa
     assert len(rows) == 2  # every variant against the baseline, and the levers against optimized
     assert all(row.endswith("**failed in 1 of 3 runs** |") for row in rows)
     assert not re.search(r"\d\.\d{6,}", text)  # every number in the report is formatted
+
+
+def test_the_host_cuda_calls_of_an_nsys_run_are_tabled_by_thread(tmp_path):
+    """A real H200 capture of ResNet-50 with CUDA graphs: the training thread's launches and the
+    other threads' calls are listed apart, most host time first, with the calls that wait marked."""
+    record = Path(__file__).parent / "data" / "h200-captures" / "resnet50-bf16-graphs-nsys" / "metrics.json"
+    aggregate.main([record], [], tmp_path / "h200")
+    calls = pd.read_csv(tmp_path / "h200" / "api_calls.csv")
+    recorded = json.loads(record.read_text())["nsys"]["api_calls"]
+    assert len(calls) == len(recorded) and {"training", "other"} == set(calls.thread)  # recorded before thread names
+    text = report.render(tmp_path / "h200").read_text()
+    section = text.split("### Host CUDA calls")[1].split("###")[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| optimized+bf16-graphs |")]
+    top = sorted(recorded, key=lambda c: -c["ms_per_step"])[:5]
+    assert [r[1] for r in rows] == [re.sub(r"_v\d+$", "", c["name"]) for c in top]
+    assert [r[3] == "yes" for r in rows] == [c["waits"] for c in top]
