@@ -155,3 +155,15 @@ def test_the_ceilings_measure_as_many_steps_as_timing_and_the_tracers_fewer():
     assert steps == {"timing": preset["measured_steps"], "input": preset["measured_steps"],
                      "step": preset["measured_steps"], "torch": preset["profiled_steps"],
                      "nsys": preset["profiled_steps"]} and preset["profiled_steps"] < preset["measured_steps"]
+
+
+def test_the_jpeg_buffer_lever_needs_dalis_gpu_decoder(cfg):
+    opt, _ = resolve(cfg, "optimized", "resnet50")
+    knobs, reason = resolve(cfg, "optimized+jpeg-buffers", "resnet50")
+    assert reason is None and {k for k in opt if opt[k] != knobs[k]} == {"dali_jpeg_buffers"}
+    assert resolve(cfg, "optimized+jpeg-buffers", "lstm")[1] == "DALI decodes images; lstm reads tokens"
+    assert "needs a CUDA GPU" in resolve(cfg, "optimized+jpeg-buffers", "resnet50", CPU)[1]
+    # without DALI (optimized-no-dali) the knob cannot act: the same knobs as that variant
+    no_dali, _ = resolve(cfg, "optimized-no-dali", "resnet50")
+    assert variants.effective({**no_dali, "dali_jpeg_buffers": True}, cfg["baseline"], GPU) == \
+        variants.effective(no_dali, cfg["baseline"], GPU)

@@ -81,7 +81,7 @@ class Workload:
             return f"channels_last applies to CNNs; {cls.name} is not one"
         if knob == "sdpa_backend" and value != "auto" and not cls.attention:
             return f"sdpa_backend applies to models with attention; {cls.name} has none"
-        if knob in ("loader", "dali_hw_decoder_load") and value != "torch" and cls.data != "images":
+        if knob in ("loader", "dali_hw_decoder_load", "dali_jpeg_buffers") and value != "torch" and cls.data != "images":
             return f"DALI decodes images; {cls.name} reads {cls.data}"
         if knob == "loader" and value == "dali" and not _installed("nvidia.dali"):
             return "DALI is not installed (pip install -e '.[dali]')"

@@ -11,6 +11,7 @@ from workloads.base import Workload
 CUDA_ONLY = {"precision": {"tf32"}, "cudnn_benchmark": {True}, "pin_memory": {True}, "copy": {"async"},
              "compile": {"reduce-overhead", "max-autotune"},  # these two modes capture CUDA graphs
              "sdpa_backend": {"efficient", "cudnn"}}  # PyTorch's CPU attention has flash and math only
+DALI_GPU = ("dali_hw_decoder_load", "dali_jpeg_buffers")  # knobs of DALI's GPU ("mixed") JPEG decoder
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def knob_reason(knob: str, value, workload: type[Workload], config: dict, machin
     disabled = config["presets"][machine.preset].get("disabled", {})
     if knob in disabled:
         return f"{knob} is off in the {machine.preset} preset: {disabled[knob]}"
-    if (value in CUDA_ONLY.get(knob, ()) or knob == "dali_hw_decoder_load") and not machine.cuda:
+    if (value in CUDA_ONLY.get(knob, ()) or knob in DALI_GPU) and not machine.cuda:
         return f"{knob}={value} needs a CUDA GPU; this machine has none"
     return None
 
@@ -82,8 +83,8 @@ def effective(knobs: dict, baseline: dict, machine: Machine) -> dict:
         k.update(prefetch_factor=baseline["prefetch_factor"], persistent_workers=baseline["persistent_workers"])
     if k["loader"] == "dali" and machine.cuda:  # DALI hands over batches already on the GPU
         k.update(pin_memory=baseline["pin_memory"], copy=baseline["copy"])
-    if k["loader"] != "dali" or not machine.cuda:  # only DALI's GPU ("mixed") decoder has the hardware engines
-        k["dali_hw_decoder_load"] = baseline.get("dali_hw_decoder_load")
+    if k["loader"] != "dali" or not machine.cuda:  # only DALI's GPU ("mixed") decoder has these knobs
+        k.update({knob: baseline.get(knob) for knob in DALI_GPU})
     return k
 
 
