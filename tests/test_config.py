@@ -71,3 +71,23 @@ def test_missing_config_file_is_one_line_naming_it(tmp_path, capsys):
     missing = tmp_path / "nope.yaml"
     assert cli.main(["matrix", "--config", str(missing)]) == 2
     assert capsys.readouterr().err == f"trainperf: [Errno 2] No such file or directory: '{missing}'\n"
+
+
+def test_pending_lists_the_cells_without_a_record_each_with_why(tmp_path, monkeypatch):
+    """What `aggregate --skipped` takes for a machine whose matrix ran in part: the cells the
+    matrix skips there, with their reasons, and the cells with no record yet, with --reason."""
+    import json
+    from workloads import cli
+    shipped = str(config.CONFIG)  # absolute: the test runs in another folder
+    monkeypatch.chdir(tmp_path)
+    done = tmp_path / "runs" / "box" / "resnet50" / "baseline" / "timing" / "rep0" / "metrics.json"
+    done.parent.mkdir(parents=True)
+    done.write_text("{}")
+    assert cli.main(["pending", "--machine", "box", "--gpus", "0", "--reason", "not run yet",
+                     "--config", shipped, "--out", "pending.json"]) == 0
+    reasons = {tuple(c["keys"][k] for k in ("workload", "variant", "profiler", "rep")): c["reason"]
+               for c in json.loads((tmp_path / "pending.json").read_text())}
+    assert ("resnet50", "baseline", "timing", 0) not in reasons
+    assert reasons[("resnet50", "workers", "timing", 0)] == "not run yet"
+    assert reasons[("lstm", "dali", "timing", 0)] == "DALI decodes images; lstm reads tokens"
+    assert reasons[("resnet50", "compile", "timing", 0)].startswith("compile is off in the cpu preset")

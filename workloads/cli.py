@@ -88,6 +88,22 @@ def cmd_matrix(args) -> int:
     return 0
 
 
+def cmd_pending(args) -> int:
+    """The cells of a machine's matrix without a record, for `aggregate --skipped`: those the
+    matrix skips there (with why) and those not run yet (with --reason)."""
+    from workloads import config, matrix
+    gpu = args.gpus > 0
+    cfg = config.load(args.config, {"gpu_jobs": gpu, "machine": args.machine, "preset": "gpu" if gpu else "cpu"})
+    if args.repetitions:
+        cfg["presets"][cfg["preset"]]["repetitions"] = args.repetitions
+    cfg = {**matrix.resolve(cfg), "gpus": args.gpus}
+    cells = [c for c in matrix.cells(cfg) if c["status"] == "skipped"
+             or not Path(matrix.record_path(cfg, **c["keys"])).exists()]
+    write_json(args.out, [{"keys": c["keys"], "reason": c["reason"] or args.reason} for c in cells])
+    print(f"{len(cells)} cells without a record -> {args.out}")
+    return 0
+
+
 def cmd_aggregate(args) -> int:
     from analysis import aggregate
     skipped = json.loads(Path(args.skipped).read_text()) if args.skipped else []
@@ -147,6 +163,14 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--preset", choices=["cpu", "gpu"])
     m.add_argument("--config", default=CONFIG)
     m.set_defaults(func=cmd_matrix)
+    pe = sub.add_parser("pending", help="a machine's cells without a record (skipped, or not run yet) as JSON")
+    pe.add_argument("--machine", required=True, help="the machine's name, as in runs/<machine>/")
+    pe.add_argument("--gpus", type=int, required=True, help="its GPUs (0: the cpu preset)")
+    pe.add_argument("--repetitions", type=int, help="timing repetitions to expect (default: the preset's)")
+    pe.add_argument("--reason", default="not run", help="the reason given to a cell not run yet")
+    pe.add_argument("--config", default=CONFIG)
+    pe.add_argument("--out", required=True)
+    pe.set_defaults(func=cmd_pending)
     a = sub.add_parser("aggregate", help="run records -> metrics.csv, summary.csv, cells.csv")
     a.add_argument("runs", nargs="+", help="run records (metrics.json) or sweep lists of them")
     a.add_argument("--skipped", help="JSON file of skipped cells")
