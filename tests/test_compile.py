@@ -69,3 +69,19 @@ def test_a_compile_that_captured_nothing_fails_the_check(compile_config):
     t.step(*next(t.batches))
     with pytest.raises(RuntimeError, match="captured no graph"):
         t.check_compiled()
+
+
+def test_eager_pooling_leaves_resnets_max_pool_out_of_the_compiled_graphs(compile_config):
+    """The eager-pool lever on the real ResNet-50: dynamo (traced here with its eager backend, no
+    inductor) breaks its graph at the stem's max-pool, which then runs, forward and backward, with
+    ATen's kernels; without the knob the whole model is one graph."""
+    t = harness.Trainer(spec_of(compile_config, "resnet50", "baseline"))
+    x, _ = next(t.batches)
+    whole = torch._dynamo.explain(t.model)(x)
+    assert harness.keep_eager(t.model, torch.nn.MaxPool2d) == 1
+    torch._dynamo.reset()
+    split = torch._dynamo.explain(t.model)(x)
+    assert (whole.graph_count, whole.graph_break_count) == (1, 0)
+    assert split.graph_count == 2 and split.graph_break_count >= 1
+    assert not any("max_pool2d" in str(g.graph) for g in split.graphs)
+    assert any("max_pool2d" in str(g.graph) for g in whole.graphs)

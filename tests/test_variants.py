@@ -167,3 +167,11 @@ def test_the_jpeg_buffer_lever_needs_dalis_gpu_decoder(cfg):
     no_dali, _ = resolve(cfg, "optimized-no-dali", "resnet50")
     assert variants.effective({**no_dali, "dali_jpeg_buffers": True}, cfg["baseline"], GPU) == \
         variants.effective(no_dali, cfg["baseline"], GPU)
+
+
+def test_eager_pooling_needs_a_cnn_and_something_compiled(cfg):
+    opt, _ = resolve(cfg, "optimized", "resnet50")
+    knobs, reason = resolve(cfg, "optimized+eager-pool", "resnet50")
+    assert reason is None and {k for k in opt if opt[k] != knobs[k]} == {"eager_pooling"}
+    assert resolve(cfg, "optimized+eager-pool", "vit_b_16")[1] == "eager_pooling applies to CNNs' max-pooling; vit_b_16 has none"
+    assert resolve(cfg, "optimized+eager-pool", "resnet50", CPU)[1] == "same knobs as optimized here"  # compile is off there

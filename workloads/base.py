@@ -79,6 +79,8 @@ class Workload:
         or None when it does. Override to add a workload's own limits, calling super()."""
         if knob == "channels_last" and value and not cls.cnn:
             return f"channels_last applies to CNNs; {cls.name} is not one"
+        if knob == "eager_pooling" and value and not cls.cnn:
+            return f"eager_pooling applies to CNNs' max-pooling; {cls.name} has none"
         if knob == "sdpa_backend" and value != "auto" and not cls.attention:
             return f"sdpa_backend applies to models with attention; {cls.name} has none"
         if knob in ("loader", "dali_hw_decoder_load", "dali_jpeg_buffers") and value != "torch" and cls.data != "images":

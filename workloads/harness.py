@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch._dynamo
+from torch import nn
 
 import workloads
 from profiles import env
@@ -104,6 +105,15 @@ def workload_of(spec: dict):
     return workload
 
 
+def keep_eager(model: nn.Module, kind: type[nn.Module]) -> int:
+    """Leave every `kind` layer out of torch.compile's graphs (a graph break around each: it runs,
+    forward and backward, with ATen's kernels); returns how many."""
+    layers = [m for m in model.modules() if isinstance(m, kind)]
+    for m in layers:
+        m.forward = torch.compiler.disable(m.forward)
+    return len(layers)
+
+
 def build(spec: dict, device: torch.device):
     workload = workload_of(spec)
     torch.manual_seed(spec["seed"])
@@ -155,6 +165,8 @@ class Trainer:
         if mode:
             torch._dynamo.reset()
             torch._dynamo.utils.counters.clear()
+        if mode and self.knobs.get("eager_pooling"):
+            keep_eager(self.model, nn.MaxPool2d)
         replica = ddp.wrap(self.model, self.device) if self.shard.world > 1 else self.model
         self.forward = torch.compile(replica, mode=mode) if mode else replica
         self.loader, self.batches = input_batches(self.workload, spec, self.device, self.shard)

@@ -32,7 +32,8 @@ FAILED_CHILD = 3  # a child's exit status after a failed cell: go on with a fres
 
 # Knobs added after records were first made, each with the value that does what the code did
 # before the knob existed: a record without the knob is the same run as a spec with that value.
-KNOBS_ADDED = {"sdpa_backend": "auto", "compile_optimizer": False, "batch_scale": 1, "dali_jpeg_buffers": False}
+KNOBS_ADDED = {"sdpa_backend": "auto", "compile_optimizer": False, "batch_scale": 1, "dali_jpeg_buffers": False,
+               "eager_pooling": False}
 
 
 def same_run(recorded: dict | None, spec: dict) -> bool:

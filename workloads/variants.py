@@ -83,6 +83,8 @@ def effective(knobs: dict, baseline: dict, machine: Machine) -> dict:
         k.update(prefetch_factor=baseline["prefetch_factor"], persistent_workers=baseline["persistent_workers"])
     if k["loader"] == "dali" and machine.cuda:  # DALI hands over batches already on the GPU
         k.update(pin_memory=baseline["pin_memory"], copy=baseline["copy"])
+    if not k["compile"]:  # nothing is compiled that the pooling could stay out of
+        k["eager_pooling"] = baseline.get("eager_pooling")
     if k["loader"] != "dali" or not machine.cuda:  # only DALI's GPU ("mixed") decoder has these knobs
         k.update({knob: baseline.get(knob) for knob in DALI_GPU})
     return k
