@@ -83,7 +83,7 @@ def time_section(summary, workload, out: Path) -> str:
 
 def host_calls_section(calls: pd.DataFrame, workload: str, top: int = 5) -> str:
     """The CUDA API calls that took the host the most time per step in each nsys run."""
-    c = calls[(calls.workload == workload)] if len(calls) else calls
+    c = calls[calls.workload == workload]
     if not len(c):
         return ""
     c = c.sort_values(["variant", "ms_per_step"], ascending=[True, False]).groupby("variant", sort=False).head(top)

@@ -81,11 +81,11 @@ def dali_loader(root, batch_size: int, size: int, knobs: dict, device: torch.dev
     def pipe():
         jpegs, labels = fn.readers.file(file_root=str(root), random_shuffle=True, name="Reader", seed=seed,
                                         shard_id=rank, num_shards=world)
-        hw = {"hw_decoder_load": knobs["dali_hw_decoder_load"]} if cuda and "dali_hw_decoder_load" in knobs else {}
+        gpu = {"hw_decoder_load": knobs["dali_hw_decoder_load"]} if cuda and "dali_hw_decoder_load" in knobs else {}
         if cuda and knobs.get("dali_jpeg_buffers"):
-            hw.update(NVJPEG_BUFFERS)
+            gpu.update(NVJPEG_BUFFERS)  # the GPU decoder's settings: its JPEG engines' share, nvJPEG's buffers
         images = fn.decoders.image_random_crop(jpegs, device="mixed" if cuda else "cpu",
-                                               output_type=types.RGB, seed=seed, **hw)
+                                               output_type=types.RGB, seed=seed, **gpu)
         images = fn.resize(images, resize_x=size, resize_y=size)
         images = fn.crop_mirror_normalize(
             images, dtype=types.FLOAT, output_layout="HWC" if knobs["channels_last"] else "CHW",
