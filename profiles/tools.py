@@ -96,12 +96,20 @@ class WrappingObserver:
         """A reason the tool gave for not profiling while the run itself went on, or None."""
         return None
 
+    @staticmethod
+    def staged(out: Path) -> Path:
+        """Where the run under the tool writes its record. The cell's record (`out`) is written only
+        once the tool's findings are merged in: a sweep stopped in between (by a time limit) leaves
+        the cell to run again, not a record that passes for done without them."""
+        return Path(out).with_name("run.json")
+
     def finish(self, spec: dict, out: Path, returncode: int, output: str, wall_s: float) -> None:
-        """Merge the tool's findings into the record at `out` (or record why there are none)."""
+        """Merge the tool's findings into the run's record and write it to `out` (or record why
+        there are none)."""
         from workloads.cli import write_json
-        out = Path(out)
+        out, staged = Path(out), self.staged(out)
         try:
-            record = json.loads(out.read_text())
+            record = json.loads(staged.read_text())
         except (OSError, ValueError):
             keys = {k: spec[k] for k in ("workload", "variant", "profiler", "rep")}
             record = {"keys": keys, "spec": spec, "status": "failed", "reason": self.failure(output)}
@@ -121,3 +129,4 @@ class WrappingObserver:
         if record["status"] != "ok":
             record.setdefault("log_tail", output.strip().splitlines()[-8:])
         write_json(out, record)
+        staged.unlink(missing_ok=True)

@@ -48,10 +48,9 @@ def test_no_usable_timeline_is_the_cells_error(tmp_path):
 
 def test_missing_counter_permission_fails_the_cell_with_the_way_to_grant_it(tmp_path):
     out = tmp_path / "metrics.json"
-    shutil.copy(DATA / "resnet50-optimized-ncu/metrics.json", out)
-    record = json.loads(out.read_text())
+    record = json.loads((DATA / "resnet50-optimized-ncu/metrics.json").read_text())
     record.pop("ncu")
-    out.write_text(json.dumps(record))
+    ncu.Ncu.staged(out).write_text(json.dumps(record))
     output = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters"
     ncu.Ncu(record["spec"], True, tmp_path).finish(record["spec"], out, 0, output, 1.0)
     after = json.loads(out.read_text())
@@ -107,3 +106,25 @@ def test_the_parser_reads_real_h200_reports_as_the_pipeline_recorded_them(tmp_pa
     # fp32 without TF32 leaves the tensor pipe idle; AMP's convolutions run on it
     convolutions = [k["tensor_pct"] for k in parsed if "implicit_gemm" in k["name"]]
     assert max(convolutions) < 5 if variant == "baseline" else min(convolutions) > 50
+
+
+def test_a_cell_under_a_tool_is_done_only_once_the_tools_findings_are_in_its_record(tmp_path):
+    """The run under ncu writes its own record aside; a sweep stopped before the report was read
+    (a time limit) must leave the cell to run again, not a record that passes for done."""
+    import lzma
+    from workloads import sweep
+    folder = DATA / "resnet50-optimized-ncu"
+    recorded = json.loads((folder / "metrics.json").read_text())
+    spec = {**recorded["spec"], "timeline": str(DATA / "resnet50-optimized-nsys/metrics.json")}
+    ncu_rows = ("ncu_kernels", "ncu_launches", "profiled_cell_time")
+    run = {**{k: v for k, v in recorded.items() if k != "ncu"}, "spec": spec,
+           "metrics": [m for m in recorded["metrics"] if m["metric"] not in ncu_rows]}
+    out = tmp_path / "metrics.json"
+    ncu.Ncu.staged(out).write_text(json.dumps(run))
+    (tmp_path / "ncu.ncu-rep").write_bytes(lzma.decompress((folder / "ncu.ncu-rep.xz").read_bytes()))
+    assert not sweep.done(spec, out)
+    ncu.Ncu(spec, True, tmp_path).finish(spec, out, 0, "", 2.0)
+    after = json.loads(out.read_text())
+    assert after["status"] == "ok" and sweep.done(spec, out) and not ncu.Ncu.staged(out).exists()
+    assert [k["mangled"] for k in after["ncu"]["kernels"]] == [k["mangled"] for k in recorded["ncu"]["kernels"]]
+    assert {m["metric"] for m in after["metrics"]} >= set(ncu_rows)

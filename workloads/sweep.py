@@ -118,7 +118,8 @@ def launched_cell(spec: dict, out: Path) -> int:
         keys = {k: spec[k] for k in ("workload", "variant", "profiler", "rep")}
         write_json(out, {"keys": keys, "spec": spec, "status": "failed", "reason": str(e)[:400]})
         return 0
-    cmd = [*prefix, *ddp.launcher(processes(spec)), "workloads.cli", "run", "--spec", json.dumps(spec), "--out", str(out)]
+    target = observer.staged(out) if observer else out
+    cmd = [*prefix, *ddp.launcher(processes(spec)), "workloads.cli", "run", "--spec", json.dumps(spec), "--out", str(target)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env={**os.environ, **(ddp.ENV if processes(spec) > 1 else {})})
