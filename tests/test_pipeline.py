@@ -100,6 +100,16 @@ def test_runs_record_their_environment_and_a_second_call_does_nothing(pipeline):
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
 
+def test_gpu_nodes_declared_on_the_command_line_as_the_readme_writes_it(tmp_path):
+    """`--config gpu_jobs=true machine=h200` (a login node without a GPU): the gpu preset's matrix,
+    its sweeps asking for a GPU each, planned here (dry run)."""
+    for part in ("Snakefile", "rules", "config", "report"):
+        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, tmp_path / part)
+    plan = snakemake(tmp_path, "-n", "--config", "gpu_jobs=true", "machine=h200", "workloads=[lstm]")
+    assert plan.returncode == 0, (plan.stdout + plan.stderr)[-2000:]
+    assert "runs/h200/sweeps/lstm.timing.rep0.json" in plan.stdout and "gpu=1" in plan.stdout
+
+
 @pytest.mark.slow
 def test_a_second_pipeline_in_the_same_folder_is_refused(pipeline):
     first = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", "--directory", str(pipeline),

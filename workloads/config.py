@@ -34,6 +34,9 @@ def _describe(error: jsonschema.ValidationError) -> str:
 
 def validate(config: dict) -> dict:
     """Raise ConfigError with one line naming the first bad key; return the config."""
+    flag = config.get("gpu_jobs")  # `snakemake --config gpu_jobs=true` passes the string 'true'
+    if isinstance(flag, str) and flag.lower() in ("true", "false"):
+        config = {**config, "gpu_jobs": flag.lower() == "true"}
     schema = yaml.safe_load(SCHEMA.read_text())
     errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(config),
                     key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
