@@ -3,8 +3,9 @@
 # isolated). Repetition r starts once every sweep of repetition r-1 has finished, so each
 # repetition sweeps all variants (drift spread evenly). The datasets are deterministic from the
 # seed, so a dataset rebuilt on another machine does not invalidate the runs: ancient() ignores
-# its time stamp. torch.compile's caches live in the project (.cache/inductor), shared by every
-# cell and every later pipeline on this machine: a graph compiled once is loaded, not compiled.
+# its time stamp. torch.compile's caches live in the project (.cache/inductor), one folder per
+# combination of the knobs that can change a traced graph (workloads/compiled.py says why), shared
+# by the cells and later pipelines on this machine: a graph compiled once is loaded, not compiled.
 
 
 rule sweep:
@@ -19,7 +20,7 @@ rule sweep:
     resources:
         gpu=lambda wc: GPUS[wc.workload],
     shell:
-        "TORCHINDUCTOR_CACHE_DIR=$PWD/.cache/inductor trainperf sweep --jobs {params.jobs:q} --out {output} "
+        "TRAINPERF_COMPILE_CACHE=$PWD/.cache/inductor trainperf sweep --jobs {params.jobs:q} --out {output} "
         "2>&1 | tee {log}"
 
 

@@ -8,7 +8,7 @@ import torch
 import torch._dynamo
 
 from tests.conftest import spec_of
-from workloads import harness, matrix
+from workloads import compiled, harness, matrix
 
 
 @pytest.fixture()
@@ -30,7 +30,7 @@ def compiled_cell(spec: dict) -> dict:
 
 @pytest.mark.slow
 def test_compile_variant_compiles_and_trains_then_loads_from_the_cache(compile_config, tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # an empty cache
+    monkeypatch.setenv(compiled.CACHE_ENV, str(tmp_path / "inductor"))  # an empty cache
     spec = spec_of(compile_config, "vit_b_16", "compile")
     spec["params"].update(image_size=32, batch_size=2)
     first = compiled_cell(spec)
@@ -39,6 +39,52 @@ def test_compile_variant_compiles_and_trains_then_loads_from_the_cache(compile_c
     # the same cell again (a later repetition; the Trainer resets dynamo): inductor loads what it compiled
     again = compiled_cell(spec)
     assert again["compile_cache_hits"] >= 1 and again["compile_cache_misses"] == 0
+
+
+@pytest.mark.slow
+def test_cells_that_trace_differently_never_share_compiled_graphs(compile_config, tmp_path, monkeypatch):
+    """A small ViT compiled under AMP bf16, then under AMP fp16 (PyTorch 2.11's cache served one
+    for the other): the fp16 cell compiles its own graph and computes in fp16; a cell that differs
+    from it only in its input pipeline and syncing loads that graph."""
+    monkeypatch.setenv(compiled.CACHE_ENV, str(tmp_path / "inductor"))
+    spec = spec_of(compile_config, "vit_b_16", "compile")
+    spec["params"].update(image_size=32, batch_size=2)
+
+    def cell(**knobs):
+        s = {**spec, "knobs": {**spec["knobs"], **knobs}}
+        t = harness.Trainer(s)
+        x, y = next(t.batches)
+        with torch.autocast("cpu", dtype=t.dtype):
+            out = t.forward(x)
+        t.step(x, y)
+        return t.compile_cache, out.dtype, {m["metric"]: m["value"] for m in t.compile_metrics()}
+
+    bf16_key, bf16_out, _ = cell(precision="amp-bf16")
+    fp16_key, fp16_out, fp16 = cell(precision="amp-fp16")
+    assert (bf16_out, fp16_out) == (torch.bfloat16, torch.float16)
+    assert fp16_key != bf16_key and fp16["compile_cache_hits"] == 0 and fp16["compile_cache_misses"] >= 1
+    same_key, _, same = cell(precision="amp-fp16", num_workers=1, sync_every=10)
+    assert same_key == fp16_key and same["compile_cache_hits"] >= 1 and same["compile_cache_misses"] == 0
+    assert sorted(p.name for p in (tmp_path / "inductor").iterdir()) == sorted({bf16_key, fp16_key})
+
+
+def test_the_cache_key_follows_the_traced_knobs_only(compile_config):
+    spec = spec_of(compile_config, "vit_b_16", "compile")
+    key = compiled.cache_key(spec)
+    for runtime in ({"loader": "dali"}, {"num_workers": 8}, {"sync_every": 10}, {"dali_jpeg_buffers": True}):
+        assert compiled.cache_key({**spec, "knobs": {**spec["knobs"], **runtime}}) == key
+    for traced in ({"precision": "amp-bf16"}, {"sdpa_backend": "flash"}, {"compile": "reduce-overhead"},
+                   {"batch_scale": 2}, {"channels_last": True}):
+        assert compiled.cache_key({**spec, "knobs": {**spec["knobs"], **traced}}) != key
+    assert key.startswith("vit_b_16-")
+
+
+def test_an_output_in_the_other_16_bit_type_fails_the_dtype_check():
+    compiled.check_output_dtype(torch.ones(2, dtype=torch.float16), torch.float16)
+    compiled.check_output_dtype(torch.ones(2), torch.float16)  # ops autocast keeps in float32
+    compiled.check_output_dtype(torch.ones(2, dtype=torch.bfloat16), None)  # no autocast: no claim
+    with pytest.raises(RuntimeError, match="computed in torch.bfloat16 under autocast to torch.float16"):
+        compiled.check_output_dtype(torch.ones(2, dtype=torch.bfloat16), torch.float16)
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ from torch import nn
 import workloads
 from profiles import env
 from profiles import OBSERVERS
-from workloads import ddp, loaders
+from workloads import compiled, ddp, loaders
 from workloads.data import check_dataset
 
 AUTOCAST = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
@@ -162,9 +162,11 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.knobs["precision"] == "amp-fp16")
         self.dtype = AUTOCAST.get(self.knobs["precision"])
         mode = self.knobs["compile"]
+        self.compile_cache = None
         if mode:
             torch._dynamo.reset()
             torch._dynamo.utils.counters.clear()
+            self.compile_cache = compiled.use_cache_for(spec)
         if mode and self.knobs.get("eager_pooling"):
             keep_eager(self.model, nn.MaxPool2d)
         replica = ddp.wrap(self.model, self.device) if self.shard.world > 1 else self.model
@@ -179,7 +181,10 @@ class Trainer:
         """One optimization step under the variant's precision; returns the loss (on the device)."""
         autocast = torch.autocast(self.device.type, dtype=self.dtype) if self.dtype else nullcontext()
         with self.mark("forward"), autocast, attention_kernels(self.knobs.get("sdpa_backend", "auto")):
-            loss = self.workload.loss(self.forward(x), y)
+            out = self.forward(x)
+            if self.compile_cache:
+                compiled.check_output_dtype(out, self.dtype)
+            loss = self.workload.loss(out, y)
         with self.mark("backward"):
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
@@ -338,6 +343,8 @@ def train(spec: dict, log, out_dir: Path) -> dict:
         s["gpu_s"] = a.elapsed_time(b) / 1e3
     record = summarize(t.workload, spec, steps, warm, elapsed, warmup_s, observer, t.device, bs)
     record["metrics"] += [{"metric": "setup_time", "value": setup_s, "unit": "s"}, *t.compile_metrics()]
+    if t.compile_cache:
+        record["compile_cache"] = t.compile_cache  # the cache folder of this cell's traced knobs
     return {**record, "ranks": t.ranks()} if t.shard.world > 1 else record
 
 

@@ -1,0 +1,62 @@
+"""torch.compile's on-disk caches, kept apart per cell configuration, and a check that a compiled
+model ran the precision its cell asked for.
+
+Why: inductor's caches are keyed on the graph dynamo captures plus some global state. State that
+acts while AOTAutograd traces the graph (autocast's dtype, the attention kernels allowed by
+`sdpa_kernel`) is not all in the key in every PyTorch release; PyTorch 2.11's AOTAutograd cache
+keys autocast's on/off but not its dtype (fixed by pytorch/pytorch#181564). Measured on an H200
+with 2.11: cells with AMP fp16 whose cache held the same model compiled under bf16 ran bf16
+matrix products (cuBLAS's `nvjet_sm90_tst_*` kernels in their nsys timeline, `*_hsh_*` when
+compiled fresh) and trained bit for bit as the bf16 cell; ViT-B/16's FlashAttention and cuDNN
+attention cells trained bit for bit as the default one.
+
+So each combination of the knobs that can change what is traced gets its own cache folder; the
+knobs of the input pipeline and the host's syncing cannot, so cells differing only there still
+share compiled graphs (optimized and optimized-no-workers do).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import torch
+
+# Knobs that act outside the traced model: the input pipeline and when the host reads the loss.
+RUNTIME_KNOBS = frozenset({"loader", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
+                           "copy", "sync_every", "dali_hw_decoder_load", "dali_jpeg_buffers"})
+REDUCED = (torch.float16, torch.bfloat16)
+CACHE_ENV = "TRAINPERF_COMPILE_CACHE"  # the folder that holds the per-cell cache folders
+_STARTED_WITH = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # before this module points it elsewhere
+
+
+def cache_key(spec: dict) -> str:
+    """The cell's workload and its knobs that can change a traced graph, as a folder name."""
+    traced = {k: v for k, v in sorted(spec["knobs"].items()) if k not in RUNTIME_KNOBS}
+    digest = hashlib.sha256(json.dumps([spec["workload"], spec.get("params"), traced],
+                                       sort_keys=True, default=str).encode()).hexdigest()
+    return f"{spec['workload']}-{digest[:12]}"
+
+
+def use_cache_for(spec: dict) -> str:
+    """Point inductor's caches at this cell's folder and forget what it holds in memory; the key.
+    The folders sit in $TRAINPERF_COMPILE_CACHE, else in the TORCHINDUCTOR_CACHE_DIR the process
+    started with, else in inductor's default folder."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    base = os.environ.get(CACHE_ENV) or _STARTED_WITH or default_cache_dir()
+    key = cache_key(spec)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(base) / key)
+    from torch._inductor.utils import clear_caches
+    clear_caches()
+    return key
+
+
+def check_output_dtype(out, dtype: torch.dtype | None) -> None:
+    """Under autocast a model's floating-point output is in autocast's dtype or in float32; in the
+    other 16-bit type it ran a graph made for another precision."""
+    if dtype is None or not isinstance(out, torch.Tensor):
+        return
+    if out.dtype in REDUCED and out.dtype != dtype:
+        raise RuntimeError(f"the compiled model computed in {out.dtype} under autocast to {dtype}: "
+                           "torch.compile served a graph compiled for another precision")
