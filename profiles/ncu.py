@@ -47,19 +47,30 @@ def bound(sm_pct: float, memory_pct: float) -> str:
     return "memory" if memory_pct >= sm_pct else "compute"
 
 
+def ncu_python_dir(tool: str | None) -> Path | None:
+    """The folder of the `ncu_report.py` that Nsight Compute ships (extras/python): beside the real
+    ncu binary; or, where `tool` is the CUDA toolkit's `bin/ncu` launcher script, in the toolkit's
+    `nsight-compute-*` folder or in the standalone install (/opt/nvidia/nsight-compute/<version>)."""
+    if not tool:
+        return None
+    real = Path(os.path.realpath(tool))
+    homes = [real.parent, real.parent.parent, *sorted(real.parent.parent.glob("nsight-compute*"), reverse=True),
+             *sorted(Path("/opt/nvidia/nsight-compute").glob("*"), reverse=True)]
+    return next((h / "extras/python" for h in homes if (h / "extras/python/ncu_report.py").is_file()), None)
+
+
 def ncu_report_module(tool: str | None = None):
     """The `ncu_report` module: the installed package, or the one Nsight Compute ships."""
     try:
         import ncu_report
         return ncu_report
     except ImportError:
-        real = Path(os.path.realpath(tool)) if tool else None
-        for d in ([real.parent / "extras/python", real.parent.parent / "extras/python"] if real else []):
-            if (d / "ncu_report.py").is_file():
-                sys.path.insert(0, str(d))
-                import ncu_report
-                return ncu_report
-        raise ValueError("the ncu_report module is missing: pip install ncu-report")
+        found = ncu_python_dir(tool)
+        if not found:
+            raise ValueError("the ncu_report module is missing: pip install ncu-report") from None
+        sys.path.insert(0, str(found))
+        import ncu_report
+        return ncu_report
 
 
 def parse(path: str | Path, tool: str | None = None) -> list[dict]:

@@ -128,3 +128,16 @@ def test_a_cell_under_a_tool_is_done_only_once_the_tools_findings_are_in_its_rec
     assert after["status"] == "ok" and sweep.done(spec, out) and not ncu.Ncu.staged(out).exists()
     assert [k["mangled"] for k in after["ncu"]["kernels"]] == [k["mangled"] for k in recorded["ncu"]["kernels"]]
     assert {m["metric"] for m in after["metrics"]} >= set(ncu_rows)
+
+
+def test_the_ncu_report_module_is_found_beside_the_cuda_toolkits_ncu_launcher(tmp_path):
+    """CUDA's bin/ncu is a launcher script; the module lives in the toolkit's nsight-compute-* folder."""
+    launcher = tmp_path / "cuda/bin/ncu"
+    launcher.parent.mkdir(parents=True)
+    launcher.write_text('#!/bin/sh\nexec "$(dirname "$0")/../nsight-compute-2025.3.1/ncu" "$@"\n')
+    assert ncu.ncu_python_dir(str(launcher)) in (None, *Path("/opt/nvidia/nsight-compute").glob("*/extras/python"))
+    shipped = tmp_path / "cuda/nsight-compute-2025.3.1/extras/python"
+    shipped.mkdir(parents=True)
+    (shipped / "ncu_report.py").write_text("")
+    assert ncu.ncu_python_dir(str(launcher)) == shipped
+    assert ncu.ncu_python_dir(str(tmp_path / "cuda/nsight-compute-2025.3.1/ncu")) == shipped
