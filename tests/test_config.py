@@ -83,11 +83,16 @@ def test_pending_lists_the_cells_without_a_record_each_with_why(tmp_path, monkey
     done = tmp_path / "runs" / "box" / "resnet50" / "baseline" / "timing" / "rep0" / "metrics.json"
     done.parent.mkdir(parents=True)
     done.write_text("{}")
+    aside = tmp_path / "aside" / "resnet50" / "lazy-sync" / "timing" / "rep0" / "metrics.json"
+    aside.parent.mkdir(parents=True)
+    aside.write_text("{}")
     assert cli.main(["pending", "--machine", "box", "--gpus", "0", "--reason", "not run yet",
+                     "--aside", "aside", "--aside-reason", "ran with a stale cache",
                      "--config", shipped, "--out", "pending.json"]) == 0
     reasons = {tuple(c["keys"][k] for k in ("workload", "variant", "profiler", "rep")): c["reason"]
                for c in json.loads((tmp_path / "pending.json").read_text())}
     assert ("resnet50", "baseline", "timing", 0) not in reasons
     assert reasons[("resnet50", "workers", "timing", 0)] == "not run yet"
+    assert reasons[("resnet50", "lazy-sync", "timing", 0)] == "ran with a stale cache"
     assert reasons[("lstm", "dali", "timing", 0)] == "DALI decodes images; lstm reads tokens"
     assert reasons[("resnet50", "compile", "timing", 0)].startswith("compile is off in the cpu preset")

@@ -99,7 +99,12 @@ def cmd_pending(args) -> int:
     cfg = {**matrix.resolve(cfg), "gpus": args.gpus}
     cells = [c for c in matrix.cells(cfg) if c["status"] == "skipped"
              or not Path(matrix.record_path(cfg, **c["keys"])).exists()]
-    write_json(args.out, [{"keys": c["keys"], "reason": c["reason"] or args.reason} for c in cells])
+
+    def reason(keys: dict) -> str:
+        """A record set aside (under --aside, laid out as runs/<machine>/) gives its reason."""
+        path = Path(matrix.record_path(cfg, **keys)).relative_to(f"runs/{args.machine}")
+        return args.aside_reason if args.aside and (Path(args.aside) / path).exists() else args.reason
+    write_json(args.out, [{"keys": c["keys"], "reason": c["reason"] or reason(c["keys"])} for c in cells])
     print(f"{len(cells)} cells without a record -> {args.out}")
     return 0
 
@@ -168,6 +173,9 @@ def parser() -> argparse.ArgumentParser:
     pe.add_argument("--gpus", type=int, required=True, help="its GPUs (0: the cpu preset)")
     pe.add_argument("--repetitions", type=int, help="timing repetitions to expect (default: the preset's)")
     pe.add_argument("--reason", default="not run", help="the reason given to a cell not run yet")
+    pe.add_argument("--aside", help="a folder of records set aside (laid out as runs/<machine>/): their cells "
+                    "get --aside-reason")
+    pe.add_argument("--aside-reason", default="record set aside", help="why the records under --aside are not used")
     pe.add_argument("--config", default=CONFIG)
     pe.add_argument("--out", required=True)
     pe.set_defaults(func=cmd_pending)
