@@ -39,6 +39,9 @@ def test_compile_variant_compiles_and_trains_then_loads_from_the_cache(compile_c
     # the same cell again (a later repetition; the Trainer resets dynamo): inductor loads what it compiled
     again = compiled_cell(spec)
     assert again["compile_cache_hits"] >= 1 and again["compile_cache_misses"] == 0
+    # a compiled cell that fails says where its graphs came from
+    reason = harness.failure_reason(harness.NonFiniteLoss("loss is nan at step 2"), spec)
+    assert reason.endswith(f"[torch.compile: {int(again['compile_cache_hits'])} graphs from the cache, 0 compiled]")
 
 
 @pytest.mark.slow

@@ -377,6 +377,15 @@ def summarize(workload, spec, steps, warm, elapsed, warmup_s, observer, device, 
     return {"metrics": rows, "steps": steps, "warmup_steps": warm, "params": workload.params, **tables}
 
 
+def compile_note(spec: dict) -> str:
+    """Where a compiled cell's graphs came from: its own compile, or inductor's cache (a failure
+    that follows one and not the other is the cache's, not the knobs')."""
+    if not spec["knobs"].get("compile"):
+        return ""
+    c = torch._dynamo.utils.counters["inductor"]
+    return f" [torch.compile: {c['fxgraph_cache_hit']} graphs from the cache, {c['fxgraph_cache_miss']} compiled]"
+
+
 def failure_reason(e: Exception, spec: dict) -> str:
     """One line saying why a cell failed: out of memory (GPU or host) with the batch size, a
     non-finite loss, or the error's own last line (a DataLoader worker's error is wrapped:
@@ -385,7 +394,7 @@ def failure_reason(e: Exception, spec: dict) -> str:
     if isinstance(e, torch.cuda.OutOfMemoryError) or "can't allocate memory" in text:
         return f"out of memory (batch_size={spec['params']['batch_size']})"
     if isinstance(e, NonFiniteLoss):
-        return f"non-finite loss: {e}"
+        return f"non-finite loss: {e}{compile_note(spec)}"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     last = lines[-1] if lines and "DataLoader worker" in lines[0] else (lines[0] if lines else "")
     return f"{type(e).__name__}: {last}"[:300]
