@@ -1,7 +1,7 @@
 """Run records (metrics.json) -> tidy tables for one machine.
 
 metrics.csv  one row per run x metric (the raw measurements, every repetition)
-cells.csv    one row per cell (workload, variant, profiler, rep): ok / failed / skipped, why, for a
+cells.csv    one row per cell (workload, variant, profiler, rep): ok / failed / skipped / set aside, why, for a
              failed cell the last lines of its log, and what the run cost the matrix: `seconds` (the
              cell from start to record; under nsys or ncu the whole process under the tool), of which
              `first_step_s` (compilation, autotuning, the first batch) and `setup_s` (model, loader)
@@ -251,7 +251,7 @@ def main(run_paths, skipped: list[dict], out_dir) -> pd.DataFrame:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     records = load_records(run_paths)
-    records += [{"keys": c["keys"], "status": "skipped", "reason": c["reason"]} for c in skipped]
+    records += [{"keys": c["keys"], "status": c.get("status", "skipped"), "reason": c["reason"]} for c in skipped]
     metrics, cells = tidy(records)
     metrics = pd.concat([metrics, loss_check(step_losses(records))], ignore_index=True)
     summary = summarize(metrics, cells)

@@ -103,6 +103,10 @@ def render(out_dir: str | Path) -> Path:
         parts.append("> **Repetitions differ between cells** (timing runs that trained, per workload: "
                      + ", ".join(f"{w} {r}" for w, r in reps.items()) + "): a figure without brackets comes from "
                      "one run, and small differences between variants are not established by it.\n")
+    aside = summary[summary.status == "set aside"].drop_duplicates(["workload", "variant", "profiler"])
+    if len(aside):
+        parts.append(f"> **{len(aside)} cell{'s' * (len(aside) > 1)} set aside**: their records exist but no table here uses them "
+                     "(the last section lists them, with why).\n")
     if machine == "cpu":
         parts.append("> **CPU preset**: small sizes on a CPU, to show the pipeline working. These numbers say "
                      "nothing about GPU training and are not comparable with any GPU's.\n")
@@ -127,7 +131,7 @@ def render(out_dir: str | Path) -> Path:
         parts += ["## What the matrix took to run\n", cost]
     bad = pd.concat([summary[summary.status != "ok"], aggregate.unreliable(summary).assign(status="failed in some runs")])
     bad = bad[["workload", "variant", "profiler", "status", "reason"]].sort_values(["workload", "variant", "profiler"])
-    parts += ["## Failed and skipped cells\n", table(bad) if len(bad) else "None.\n"]
+    parts += ["## Failed, skipped and set-aside cells\n", table(bad) if len(bad) else "None.\n"]
     path = out / "REPORT.md"
     path.write_text("\n".join(parts))
     return path

@@ -270,7 +270,7 @@ COST_HEAD = ("Each run's own clock: from the cell's start to its record (under n
 def cost_section(cells: pd.DataFrame) -> str:
     """What running the matrix took, per workload x profiler, summed over the runs that ran; per
     repetition where every run was timed (the last row: one repetition of everything)."""
-    ran = cells[cells.status != "skipped"]
+    ran = cells[~cells.status.isin(["skipped", "set aside"])]
     if "seconds" not in ran or ran.empty or ran[["seconds", "first_step_s"]].isna().all().all():
         return ""
     rows = []

@@ -16,7 +16,9 @@ H200 = sorted((Path(__file__).parent / "data" / "h200-timing").glob("*.json"))
 def h200(tmp_path_factory):
     out = tmp_path_factory.mktemp("h200")
     skipped = [{"keys": {"workload": "lstm", "variant": "dali", "profiler": "timing", "rep": 0},
-                "reason": "DALI decodes images; lstm reads tokens"}]
+                "reason": "DALI decodes images; lstm reads tokens"},
+               {"keys": {"workload": "vit_b_16", "variant": "optimized+fused-sgd", "profiler": "timing", "rep": 0},
+                "status": "set aside", "reason": "set aside, to rerun"}]
     return aggregate.main(H200, skipped, out), out
 
 
@@ -39,7 +41,9 @@ def test_skipped_cells_keep_their_reason(h200):
     row = summary[(summary.workload == "lstm") & (summary.variant == "dali")]
     assert row.status.tolist() == ["skipped"] and "DALI decodes images" in row.reason.iloc[0]
     cells = pd.read_csv(out / "cells.csv")
-    assert len(cells) == len(H200) + 1 and set(cells.status) == {"ok", "failed", "skipped"}
+    assert len(cells) == len(H200) + 2 and set(cells.status) == {"ok", "failed", "skipped", "set aside"}
+    aside = summary[(summary.workload == "vit_b_16") & (summary.variant == "optimized+fused-sgd")]
+    assert aside.status.tolist() == ["set aside"] and aside.reason.iloc[0] == "set aside, to rerun"
 
 
 def test_a_failed_cell_is_data_not_a_number(h200):

@@ -25,7 +25,7 @@ def test_report_is_deterministic_and_complete(results):
     first = report.render(results).read_text()
     assert report.render(results).read_text() == first
     for section in ("## Environment", "## resnet50", "### Ablation", "## Documented claims", "## What the matrix took",
-                    "## Failed and skipped"):
+                    "## Failed, skipped and set-aside"):
         assert section in first
     assert "NVIDIA H200" in first and "CPU preset" not in first
     assert (results / "figures" / "speedup-resnet50.png").stat().st_size > 5000
@@ -38,6 +38,15 @@ def test_report_numbers_come_from_the_summary(results):
     tput = summary[(summary.workload == "resnet50") & (summary.variant == "optimized") & (summary.metric == "throughput")]
     assert num(tput["median"].iloc[0]) in row
     assert "transformer_lm | optimized | timing | failed | non-finite loss" in text
+
+
+def test_cells_set_aside_are_announced_and_listed_with_why(tmp_path):
+    aside = {"keys": {"workload": "vit_b_16", "variant": "optimized+fused-sgd", "profiler": "timing", "rep": 0},
+             "status": "set aside", "reason": "to rerun: ran with a stale cache"}
+    aggregate.main(H200, [aside], tmp_path / "h200")
+    text = report.render(tmp_path / "h200").read_text()
+    assert "> **1 cell set aside**" in text
+    assert "| vit_b_16 | optimized+fused-sgd | timing | set aside | to rerun: ran with a stale cache |" in text
 
 
 def test_cpu_results_say_they_are_not_comparable(results, tmp_path):

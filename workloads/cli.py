@@ -100,11 +100,13 @@ def cmd_pending(args) -> int:
     cells = [c for c in matrix.cells(cfg) if c["status"] == "skipped"
              or not Path(matrix.record_path(cfg, **c["keys"])).exists()]
 
-    def reason(keys: dict) -> str:
-        """A record set aside (under --aside, laid out as runs/<machine>/) gives its reason."""
-        path = Path(matrix.record_path(cfg, **keys)).relative_to(f"runs/{args.machine}")
-        return args.aside_reason if args.aside and (Path(args.aside) / path).exists() else args.reason
-    write_json(args.out, [{"keys": c["keys"], "reason": c["reason"] or reason(c["keys"])} for c in cells])
+    def entry(c: dict) -> dict:
+        """A cell whose record was set aside (under --aside, laid out as runs/<machine>/) says so."""
+        path = Path(matrix.record_path(cfg, **c["keys"])).relative_to(f"runs/{args.machine}")
+        if not c["reason"] and args.aside and (Path(args.aside) / path).exists():
+            return {"keys": c["keys"], "status": "set aside", "reason": args.aside_reason}
+        return {"keys": c["keys"], "reason": c["reason"] or args.reason}
+    write_json(args.out, [entry(c) for c in cells])
     print(f"{len(cells)} cells without a record -> {args.out}")
     return 0
 
