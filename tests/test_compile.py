@@ -134,3 +134,24 @@ def test_eager_pooling_leaves_resnets_max_pool_out_of_the_compiled_graphs(compil
     assert split.graph_count == 2 and split.graph_break_count >= 1
     assert not any("max_pool2d" in str(g.graph) for g in split.graphs)
     assert any("max_pool2d" in str(g.graph) for g in whole.graphs)
+
+
+@pytest.mark.slow
+def test_a_compiled_fp16_transformer_trains_the_same_from_the_cache(compile_config, tmp_path, monkeypatch):
+    """transformer_lm under AMP fp16 (GradScaler) and torch.compile: the cell that loads its graphs
+    from the cache takes the same steps, to the bit, as the one that compiled them. (On one H200 with
+    torch 2.11, the loading cells went NaN at step 2; here it holds.)"""
+    monkeypatch.setenv(compiled.CACHE_ENV, str(tmp_path / "inductor"))
+    spec = spec_of(compile_config, "transformer_lm", "compile")
+    spec = {**spec, "knobs": {**spec["knobs"], "precision": "amp-fp16"}}
+
+    def losses() -> tuple[list[float], dict]:
+        t = harness.Trainer(spec)
+        batch = next(t.batches)
+        return [t.step(*batch).item() for _ in range(4)], {m["metric"]: m["value"] for m in t.compile_metrics()}
+
+    fresh, compiled_ = losses()
+    loaded, cached = losses()
+    assert compiled_["compile_cache_misses"] >= 1 and cached["compile_cache_hits"] >= 1
+    assert cached["compile_cache_misses"] == 0
+    assert all(math.isfinite(v) for v in fresh) and loaded == fresh
