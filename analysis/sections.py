@@ -183,8 +183,8 @@ PHASES = ("input", "forward", "backward", "optimizer", "sync")
 def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]], path: Path = TARGETS) -> str:
     """Each target whose GPU ran here: optimized and the fastest single-GPU variant that trains,
     as % of the target, what holds the fastest there (diagnosis.holding), the fastest step alone
-    (profiler `step`: the training step on a batch held on the GPU, no input pipeline: a ceiling
-    no loader can lift), and the optimized cell's GPU busy share and host phases (nsys)."""
+    of optimized and its levers (profiler `step`: the training step on a batch held on the GPU, no
+    input pipeline: a ceiling no loader can lift; a baseline's step is none for the fastest), and the optimized cell's GPU busy share and host phases (nsys)."""
     import yaml
     rows = []
     for t in yaml.safe_load(path.read_text()):
@@ -200,7 +200,7 @@ def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]],
             return f"{spread(r)} ({100 * r['median'] / t['value']:.0f}%)"
         best, opt = ok.loc[ok["median"].idxmax()], metric(summary, w, "optimized", m)
         steps = summary[(summary.workload == w) & (summary.metric == m) & (summary.profiler == "step")
-                        & (summary.status == "ok")]
+                        & (summary.status == "ok") & summary.variant.str.startswith("optimized")]
         step = steps.loc[steps["median"].idxmax()] if not steps.empty else None
         busy = metric(summary, w, "optimized", "gpu_busy", "nsys")
         phases = {p: metric(summary, w, "optimized", f"phase_{p}", "nsys") for p in PHASES}

@@ -137,7 +137,11 @@ def test_targets_leave_out_variants_that_do_not_train_and_other_gpus():
     text = sections.targets_section(summary, {"NVIDIA H200"}, {("resnet50", "optimized+bf16")})
     assert "optimized: 5,000 (62%)" in text and "6,000" not in text and "9,000" not in text
     assert sections.targets_section(summary, {"NVIDIA A100-SXM4-80GB"}, set()) == ""
-    steps = pd.DataFrame([{**r("optimized", 6400.0), "profiler": "step"}, {**r("optimized+bf16", 6800.0), "profiler": "step"}])
+    baseline_step = pd.DataFrame([{**r("baseline", 900.0), "profiler": "step"}])
+    text = sections.targets_section(pd.concat([summary, baseline_step]), {"NVIDIA H200"}, set())
+    assert text.splitlines()[2].endswith("|  |  |  |")  # a baseline's step alone is no ceiling for the fastest
+    steps = pd.DataFrame([{**r("optimized", 6400.0), "profiler": "step"}, {**r("optimized+bf16", 6800.0), "profiler": "step"},
+                          *baseline_step.to_dict("records")])
     text = sections.targets_section(pd.concat([summary, steps]), {"NVIDIA H200"}, set())
     assert text.splitlines()[2].endswith("| optimized+bf16: 6,800 (85%) |  |  |")  # the step alone: a ceiling
 
