@@ -11,6 +11,11 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+# Environment variables that change what PyTorch, the CUDA libraries or NCCL do (a compile cache
+# switched off, an allocator setting, TF32 forced off); the compile cache folder is the suite's own,
+# set per cell (workloads/compiled.py), and left out.
+SETTINGS = ("TORCH", "PYTORCH_", "CUDA_LAUNCH_BLOCKING", "CUBLAS_", "CUDNN_", "NVIDIA_TF32_OVERRIDE", "NCCL_")
+PER_CELL = {"TORCHINDUCTOR_CACHE_DIR"}
 
 
 def _version(package: str) -> str | None:
@@ -79,6 +84,11 @@ def machine_slug() -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.split()[0] if name else "gpu").strip("-") or "gpu"
 
 
+def settings() -> str:
+    """The SETTINGS variables set in this process, as 'NAME=value ...' (empty when none)."""
+    return " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith(SETTINGS) and k not in PER_CELL)
+
+
 def fingerprint() -> dict:
     env = {
         "python": platform.python_version(), "platform": platform.platform(), "host": platform.node(),
@@ -87,7 +97,7 @@ def fingerprint() -> dict:
         "dali": _version("nvidia-dali-cuda130"), "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
         "gpu": torch.cuda.get_device_name(0) if has_cuda() else None,
         "gpu_count": gpu_count(),
-        "git_commit": _git_commit(),
+        "git_commit": _git_commit(), "settings": settings(),
     }
     if has_cuda():
         env.update(_nvml())
