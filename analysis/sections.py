@@ -184,7 +184,8 @@ def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]],
     """Each target whose GPU ran here: optimized and the fastest single-GPU variant that trains,
     as % of the target, what holds the fastest there (diagnosis.holding), the fastest step alone
     of optimized and its levers (profiler `step`: the training step on a batch held on the GPU, no
-    input pipeline: a ceiling no loader can lift; a baseline's step is none for the fastest), and the optimized cell's GPU busy share and host phases (nsys)."""
+    input pipeline: a ceiling no loader can lift; a baseline's step is none for the fastest), and
+    the optimized cell's GPU busy share and host phases (nsys)."""
     import yaml
     rows = []
     for t in yaml.safe_load(path.read_text()):

@@ -52,6 +52,13 @@ def use_cache_for(spec: dict) -> str:
     return key
 
 
+def cache_counts() -> tuple[int, int]:
+    """This process's compiled graphs since dynamo's counters were last cleared: (loaded from
+    inductor's cache, compiled)."""
+    c = torch._dynamo.utils.counters["inductor"]
+    return c["fxgraph_cache_hit"], c["fxgraph_cache_miss"]
+
+
 def check_output_dtype(out, dtype: torch.dtype | None) -> None:
     """Under autocast a model's floating-point output is in autocast's dtype or in float32; in the
     other 16-bit type it ran a graph made for another precision."""

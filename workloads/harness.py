@@ -239,9 +239,9 @@ class Trainer:
         if not self.knobs["compile"] or not self.trains:
             return []
         counters = torch._dynamo.utils.counters
+        hits, misses = compiled.cache_counts()
         rows = [("compiled_graphs", counters["stats"]["unique_graphs"], "graphs"),
-                ("compile_cache_hits", counters["inductor"]["fxgraph_cache_hit"], "graphs"),
-                ("compile_cache_misses", counters["inductor"]["fxgraph_cache_miss"], "graphs")]
+                ("compile_cache_hits", hits, "graphs"), ("compile_cache_misses", misses, "graphs")]
         if self.knobs["compile"] in ("reduce-overhead", "max-autotune"):
             rows.append(("cudagraph_skips", counters["inductor"]["cudagraph_skips"], "graphs"))
         return [{"metric": m, "value": float(v), "unit": u} for m, v, u in rows]
@@ -382,8 +382,8 @@ def compile_note(spec: dict) -> str:
     that follows one and not the other is the cache's, not the knobs')."""
     if not spec["knobs"].get("compile"):
         return ""
-    c = torch._dynamo.utils.counters["inductor"]
-    return f" [torch.compile: {c['fxgraph_cache_hit']} graphs from the cache, {c['fxgraph_cache_miss']} compiled]"
+    hits, misses = compiled.cache_counts()
+    return f" [torch.compile: {hits} graphs from the cache, {misses} compiled]"
 
 
 def failure_reason(e: Exception, spec: dict) -> str:
