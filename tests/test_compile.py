@@ -155,3 +155,16 @@ def test_a_compiled_fp16_transformer_trains_the_same_from_the_cache(compile_conf
     assert compiled_["compile_cache_misses"] >= 1 and cached["compile_cache_hits"] >= 1
     assert cached["compile_cache_misses"] == 0
     assert all(math.isfinite(v) for v in fresh) and loaded == fresh
+
+
+@pytest.mark.slow
+def test_the_warm_up_lasts_until_torch_compile_stops_building_graphs(compile_config, tmp_path):
+    """compile_optimizer compiles the SGD update on the first step and again on the second (the
+    momentum now exists). The cpu preset warms up one step, so the first measured step would time
+    the second compile; the warm-up goes on until a step builds no graph."""
+    spec = spec_of(compile_config, "lstm", "baseline")
+    spec = {**spec, "knobs": {**spec["knobs"], "compile_optimizer": True}}
+    assert spec["warmup_steps"] == 1
+    record = harness.run(spec, out_dir=tmp_path)
+    assert record["status"] == "ok", record.get("reason")
+    assert 3 <= len(record["warmup_steps"]) <= harness.warmup_limit(spec)

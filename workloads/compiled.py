@@ -59,6 +59,13 @@ def cache_counts() -> tuple[int, int]:
     return c["fxgraph_cache_hit"], c["fxgraph_cache_miss"]
 
 
+def graphs_built() -> int:
+    """Graphs this process has captured, compiled or loaded so far (a count that grows while
+    torch.compile is still at work)."""
+    c = torch._dynamo.utils.counters
+    return c["stats"]["unique_graphs"] + sum(c["inductor"][f"fxgraph_cache_{k}"] for k in ("hit", "miss", "bypass"))
+
+
 def check_output_dtype(out, dtype: torch.dtype | None) -> None:
     """Under autocast a model's floating-point output is in autocast's dtype or in float32; in the
     other 16-bit type it ran a graph made for another precision."""

@@ -60,7 +60,7 @@ def input_batches(workload, spec: dict, device: torch.device, shard: ddp.Shard =
     """The variant's input pipeline: (its loader, an iterator of (x, y) batches on `device`),
     reading this rank's shard of the data."""
     knobs, p = spec["knobs"], workload.params
-    steps = spec["warmup_steps"] + spec["measured_steps"] + prefetch_depth(knobs) + 1
+    steps = warmup_limit(spec) + spec["measured_steps"] + prefetch_depth(knobs) + 1
     prepare = (lambda x: x.contiguous(memory_format=torch.channels_last)) if knobs["channels_last"] else (lambda x: x)
     if knobs["loader"] == "dali":
         source = batches = loaders.dali_loader(spec["data"], p["batch_size"], p["image_size"], knobs, device,
@@ -79,6 +79,13 @@ def input_batches(workload, spec: dict, device: torch.device, shard: ddp.Shard =
     if device.type == "cuda" and knobs["copy"] == "async":
         return source, loaders.SideStreamCopy(batches, device, prepare)
     return source, loaders.blocking_copy(batches, device, prepare)
+
+
+WARMUP_CAP = 4  # a warm-up that keeps compiling stops at this many times warmup_steps
+
+
+def warmup_limit(spec: dict) -> int:
+    return WARMUP_CAP * spec["warmup_steps"]
 
 
 def prefetch_depth(knobs: dict) -> int:
@@ -296,6 +303,21 @@ class Budget:
         return late and k + 1 >= self.floor
 
 
+def warm_up(t: Trainer, spec: dict, bounded: bool) -> list[dict]:
+    """Steps until the cell runs steadily: `warmup_steps`, or fewer (at least 2) once `max_warmup_s`
+    have passed; but never ending on a step in which torch.compile built or loaded a graph (a
+    compiled optimizer compiles on its first update and again on the next, once the momentum
+    exists), up to warmup_limit steps."""
+    budget = Budget(spec["warmup_steps"], spec.get("max_warmup_s") if bounded else None, 2)
+    warm, built = [], compiled.graphs_built()
+    while True:
+        last = budget.last(len(warm))
+        warm.append(t.timed_step(len(warm), last))
+        before, built = built, compiled.graphs_built()
+        if last and (built == before or len(warm) >= warmup_limit(spec)):
+            return warm
+
+
 def train(spec: dict, log, out_dir: Path) -> dict:
     cuda = env.has_cuda()
     observer = OBSERVERS[spec["profiler"]](spec, cuda, out_dir)
@@ -305,14 +327,9 @@ def train(spec: dict, log, out_dir: Path) -> dict:
     setup_s = time.perf_counter() - t_setup  # model, optimizer, loader (workers, a DALI pipeline)
     bs = t.workload.params["batch_size"] * t.shard.world  # samples per step over all ranks
     bounded = t.shard.world == 1  # the ranks of a DDP cell must all take the same steps
-    t_start, warm, i = time.perf_counter(), [], 0
-    budget = Budget(spec["warmup_steps"], spec.get("max_warmup_s") if bounded else None, 2)
-    while True:
-        last = budget.last(i)
-        warm.append(t.timed_step(i, last))
-        i += 1
-        if last:
-            break
+    t_start = time.perf_counter()
+    warm = warm_up(t, spec, bounded)
+    i = len(warm)
     t.check_compiled()
     t.synchronize()
     warmup_s = time.perf_counter() - t_start
