@@ -83,15 +83,17 @@ def test_pending_lists_the_cells_without_a_record_each_with_why(tmp_path, monkey
     done = tmp_path / "runs" / "box" / "resnet50" / "baseline" / "timing" / "rep0" / "metrics.json"
     done.parent.mkdir(parents=True)
     done.write_text("{}")
-    aside = tmp_path / "aside" / "resnet50" / "lazy-sync" / "timing" / "rep0" / "metrics.json"
-    aside.parent.mkdir(parents=True)
-    aside.write_text("{}")
+    for folder, variant in (("aside", "lazy-sync"), ("warm", "channels-last")):
+        aside = tmp_path / folder / "resnet50" / variant / "timing" / "rep0" / "metrics.json"
+        aside.parent.mkdir(parents=True)
+        aside.write_text("{}")
     assert cli.main(["pending", "--machine", "box", "--gpus", "0", "--reason", "not run yet",
-                     "--aside", "aside", "--aside-reason", "ran with a stale cache",
+                     "--aside", "aside", "ran with a stale cache", "--aside", "warm", "timed a compile",
                      "--config", shipped, "--out", "pending.json"]) == 0
     pending = json.loads((tmp_path / "pending.json").read_text())
     reasons = {tuple(c["keys"][k] for k in ("workload", "variant", "profiler", "rep")): c["reason"] for c in pending}
-    assert [c["keys"]["variant"] for c in pending if c.get("status") == "set aside"] == ["lazy-sync"]
+    assert sorted(c["keys"]["variant"] for c in pending if c.get("status") == "set aside") == ["channels-last", "lazy-sync"]
+    assert reasons[("resnet50", "channels-last", "timing", 0)] == "timed a compile"
     assert ("resnet50", "baseline", "timing", 0) not in reasons
     assert reasons[("resnet50", "workers", "timing", 0)] == "not run yet"
     assert reasons[("resnet50", "lazy-sync", "timing", 0)] == "ran with a stale cache"

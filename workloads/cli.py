@@ -101,10 +101,12 @@ def cmd_pending(args) -> int:
              or not Path(matrix.record_path(cfg, **c["keys"])).exists()]
 
     def entry(c: dict) -> dict:
-        """A cell whose record was set aside (under --aside, laid out as runs/<machine>/) says so."""
+        """A cell whose record was set aside (in an --aside folder, laid out as runs/<machine>/) says
+        so, with that folder's reason (the first folder that holds it)."""
         path = Path(matrix.record_path(cfg, **c["keys"])).relative_to(f"runs/{args.machine}")
-        if not c["reason"] and args.aside and (Path(args.aside) / path).exists():
-            return {"keys": c["keys"], "status": "set aside", "reason": args.aside_reason}
+        why = next((why for folder, why in args.aside if (Path(folder) / path).exists()), None)
+        if not c["reason"] and why:
+            return {"keys": c["keys"], "status": "set aside", "reason": why}
         return {"keys": c["keys"], "reason": c["reason"] or args.reason}
     write_json(args.out, [entry(c) for c in cells])
     print(f"{len(cells)} cells without a record -> {args.out}")
@@ -175,9 +177,9 @@ def parser() -> argparse.ArgumentParser:
     pe.add_argument("--gpus", type=int, required=True, help="its GPUs (0: the cpu preset)")
     pe.add_argument("--repetitions", type=int, help="timing repetitions to expect (default: the preset's)")
     pe.add_argument("--reason", default="not run", help="the reason given to a cell not run yet")
-    pe.add_argument("--aside", help="a folder of records set aside (laid out as runs/<machine>/): their cells "
-                    "get --aside-reason")
-    pe.add_argument("--aside-reason", default="record set aside", help="why the records under --aside are not used")
+    pe.add_argument("--aside", nargs=2, action="append", default=[], metavar=("DIR", "WHY"),
+                    help="a folder of records set aside (laid out as runs/<machine>/) and why they are not "
+                    "used: their cells are listed as set aside (repeatable)")
     pe.add_argument("--config", default=CONFIG)
     pe.add_argument("--out", required=True)
     pe.set_defaults(func=cmd_pending)
