@@ -22,7 +22,10 @@ def _row(summary: pd.DataFrame, test: dict, variant: str):
     if len(hit):
         return hit.iloc[0], None
     status = rows[rows.status != "ok"]
-    why = f"{status.status.iloc[0]}: {status.reason.iloc[0]}" if len(status) else "not run"
+    if len(status):
+        why = f"{status.status.iloc[0]}: {status.reason.iloc[0]}"
+    else:
+        why = f"the cell ran; its record does not give {test['metric']}" if len(rows) else "not run"
     return None, f"{test['metric']} of {test['workload']}/{variant} ({test.get('profiler', 'timing')}): {why}"
 
 

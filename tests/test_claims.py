@@ -61,3 +61,20 @@ def test_a_failed_cell_makes_its_claim_not_measurable_with_the_reason():
 def test_a_documented_range_is_what_the_report_quotes():
     occupancy = next(c for c in claims.load() if c["id"] == "occupancy-range")
     assert claims._documented(occupancy) == "50-75 % achieved occupancy"
+
+
+def test_the_tf32_claim_reads_the_tensor_pipe_of_matrix_kernels_only(tmp_path):
+    """Real ncu cells of ResNet-50 on the H200: the baseline's top kernels are fp32 convolutions
+    (FFMA, a sliver of tensor pipe); with TF32 the convolutions got fast enough to leave the top
+    three (layout transposes and batch-norm remain), so the tf32 cell has no matrix kernel to judge
+    and the claim is not measurable, not 'the opposite'."""
+    captures = Path(__file__).parent / "data" / "h200-captures"
+    summary = aggregate.main([captures / f"resnet50-{v}-ncu" / "metrics.json" for v in ("baseline", "tf32")],
+                             [], tmp_path)
+    matrix = summary[summary.metric == "matrix_tensor_pipe_util"].set_index("variant")["median"]
+    overall = summary[summary.metric == "tensor_pipe_util"].set_index("variant")["median"]
+    assert list(matrix.index) == ["baseline"] and matrix["baseline"] == pytest.approx(overall["baseline"])
+    assert overall["tf32"] < 0.01  # its top kernels: no tensor work at all
+    row = claims.evaluate(summary).set_index("id").loc["tf32-tensor-cores"]
+    assert row.verdict == "not measurable here"
+    assert row.why == "matrix_tensor_pipe_util of resnet50/tf32 (ncu): the cell ran; its record does not give matrix_tensor_pipe_util"
