@@ -63,3 +63,24 @@ def test_a_killed_run_leaves_no_result_and_the_next_run_writes_one(cpu_config, t
     cmd[cmd.index("--spec") + 1] = json.dumps(spec)
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
     assert json.loads(out.read_text())["status"] == "ok"
+
+
+def test_probe_steps_until_the_loss_goes_non_finite_and_shows_where(cpu_config):
+    """A learning rate that blows the weights up: the probe's first step is finite with huge
+    weights, the next one's loss is NaN, and the row says the weights and gradients went bad too;
+    the probe stops there."""
+    from workloads import probe
+    spec = spec_of(cpu_config, "lstm", "baseline")
+    spec["params"]["lr"] = 1e30
+    rows = list(probe.probe(spec, 6))
+    assert [r["step"] for r in rows] == [0, 1]
+    assert rows[0]["loss"] > 0 and rows[0]["nonfinite_weights"] == 0 and rows[0]["max_weight"] > 1e20
+    assert rows[1]["loss"] != rows[1]["loss"]  # NaN
+    assert rows[1]["nonfinite_weights"] > 0 and rows[1]["nonfinite_grads"] > 0
+    assert rows[1]["scale"] is None and rows[1]["graphs_compiled"] == 0  # fp32, eager: no GradScaler, no compile
+
+
+def test_probe_of_a_skipped_cell_is_one_clear_error(capsys):
+    from workloads import cli
+    assert cli.main(["probe", "lstm", "channels-last", "--steps", "1", "--preset", "cpu"]) == 2
+    assert capsys.readouterr().err.startswith("trainperf: lstm/channels-last is skipped here: ")

@@ -88,6 +88,16 @@ def cmd_matrix(args) -> int:
     return 0
 
 
+def cmd_probe(args) -> int:
+    from workloads import matrix, probe
+    cell = matrix.cell(_config(args), args.workload, args.variant)
+    if cell["status"] == "skipped":
+        raise ValueError(f"{args.workload}/{args.variant} is skipped here: {cell['reason']}")
+    for row in probe.probe(cell["spec"], args.steps):
+        print(json.dumps(row), flush=True)
+    return 0
+
+
 def cmd_pending(args) -> int:
     """The cells of a machine's matrix without a record, for `aggregate --skipped`: those the
     matrix skips there (with why) and those not run yet (with --reason)."""
@@ -153,6 +163,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--spec", help="a cell spec as JSON (what the Snakefile passes)")
     r.add_argument("--out", help="write the run's record (metrics.json) here")
     r.set_defaults(func=cmd_run)
+    pr = sub.add_parser("probe", help="a cell's first steps, each read on the host (loss, GradScaler, weights, "
+                        "compile cache): where a NaN starts")
+    pr.add_argument("workload")
+    pr.add_argument("variant")
+    pr.add_argument("--steps", type=int, default=30)
+    pr.add_argument("--preset", choices=["cpu", "gpu"])
+    pr.add_argument("--config", default=CONFIG)
+    pr.set_defaults(func=cmd_probe)
     s = sub.add_parser("sweep", help="run several cells in one process (what the Snakefile calls)")
     s.add_argument("--jobs", required=True, help="JSON list of [spec, record path] pairs")
     s.add_argument("--out", required=True, help="write the list of records here when all are done")
