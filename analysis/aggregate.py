@@ -27,10 +27,11 @@ lever's or an ablation's throughput over optimized's measured in the same set of
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pandas as pd
+
+from profiles import ncu
 
 KEYS = ["workload", "variant", "profiler"]
 CEILINGS = {"input": "input_ceiling_used", "step": "step_ceiling_used"}  # profilers that measure a ceiling
@@ -54,11 +55,6 @@ NCU_SUMMARY = {"tensor_pipe_util": "tensor_pct", "achieved_occupancy": "achieved
                "sm_throughput": "sm_pct", "memory_throughput": "memory_pct"}
 
 
-# Matrix-product kernels by name: cuBLAS (gemm, nvjet), cuDNN convolutions (conv, fprop, dgrad,
-# wgrad, xmma), CUTLASS. Their tensor pipe says whether matrix work runs on the Tensor Cores.
-MATRIX_KERNEL = re.compile(r"gemm|nvjet|conv|fprop|dgrad|wgrad|xmma|cutlass", re.IGNORECASE)
-
-
 def _time_weighted(kernels: list[dict], metrics: dict) -> list[dict]:
     weight = sum(k["duration_us"] * k["launches"] for k in kernels)
     return [{"metric": m, "unit": "%", "value": sum(k[c] * k["duration_us"] * k["launches"] for k in kernels) / weight}
@@ -70,7 +66,7 @@ def ncu_metrics(record: dict) -> list[dict]:
     matrix_tensor_pipe_util, the tensor pipe over its matrix-product kernels alone (none where no
     profiled kernel is one)."""
     kernels = [k for k in record.get("ncu", {}).get("kernels", []) if k.get("duration_us")]
-    matrix = [k for k in kernels if MATRIX_KERNEL.search(k.get("name", ""))]
+    matrix = [k for k in kernels if ncu.MATRIX_KERNEL.search(k.get("name", ""))]
     return _time_weighted(kernels, NCU_SUMMARY) + _time_weighted(matrix, {"matrix_tensor_pipe_util": "tensor_pct"})
 
 

@@ -1,7 +1,9 @@
 """The 'ncu' observer: Nsight Compute on the top kernels of one cell.
 
 The kernels come from the nsys timeline of the same cell (the N with the most GPU time per step,
-N = `ncu_kernels` in the config). The cell runs under `ncu --clock-control none
+N = `ncu_kernels` in the config), and the timeline's first matrix-product kernel where none of
+those N is one (with TF32, ResNet-50's convolutions fall behind batch norm and layout transposes,
+and whether matrix work runs on the Tensor Cores is read on matrix kernels). The cell runs under `ncu --clock-control none
 --profile-from-start off`, and the harness opens profiling for one measured step only; within it
 ncu profiles at most LAUNCHES_PER_CONFIG launches of each chosen kernel per launch configuration
 (grid, block, shared memory: `--filter-mode per-launch-config`), so every chosen kernel is
@@ -33,6 +35,9 @@ METRICS = {  # column -> ncu metric
     "registers": "launch__registers_per_thread",
     "tensor_pct": TENSOR,
 }
+# Matrix-product kernels by name: cuBLAS (gemm, nvjet), cuDNN convolutions (conv, fprop, dgrad,
+# wgrad, xmma), CUTLASS.
+MATRIX_KERNEL = re.compile(r"gemm|nvjet|conv|fprop|dgrad|wgrad|xmma|cutlass", re.IGNORECASE)
 HIGH = 60.0  # % of peak from which a unit counts as the limiter (ncu's own rules use 60-80)
 LAUNCHES_PER_CONFIG = 2  # launches profiled per kernel and launch configuration
 PERMISSION_HINT = ("ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run it as root, or "
@@ -104,7 +109,8 @@ def parse(path: str | Path, tool: str | None = None) -> list[dict]:
 
 
 def chosen_kernels(spec: dict) -> list[dict]:
-    """The top kernels of the same cell's nsys timeline."""
+    """The top kernels of the same cell's nsys timeline, and its first matrix-product kernel if
+    none of them is one."""
     path = Path(spec["timeline"])
     try:
         record = json.loads(path.read_text())
@@ -112,7 +118,11 @@ def chosen_kernels(spec: dict) -> list[dict]:
         raise ValueError(f"no nsys timeline for this cell ({path}): {e}") from e
     if record.get("status") != "ok" or not record.get("nsys", {}).get("kernels"):
         raise ValueError(f"the nsys run of this cell has no kernels ({record.get('reason')})")
-    return record["nsys"]["kernels"][: spec["ncu_kernels"]]
+    kernels = record["nsys"]["kernels"]
+    top = kernels[: spec["ncu_kernels"]]
+    if not any(MATRIX_KERNEL.search(k["name"]) for k in top):
+        top += [k for k in kernels if MATRIX_KERNEL.search(k["name"])][:1]
+    return top
 
 
 class Ncu(WrappingObserver):

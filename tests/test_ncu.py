@@ -36,6 +36,20 @@ def test_the_command_profiles_exactly_the_top_kernels_of_the_cells_nsys_timeline
     assert cmd[cmd.index("--launch-count") + 1] == str(ncu.LAUNCHES_PER_CONFIG)
 
 
+def test_a_matrix_kernel_joins_the_top_kernels_when_none_of_them_is_one():
+    """ResNet-50 with TF32 on the H200: batch norm, a layout transpose and an elementwise kernel
+    lead its timeline, the first convolution (a TF32 wgrad) comes fifth: ncu measures it too. Where
+    the top kernels hold a convolution (the fp16 `optimized`), the choice is the top kernels alone."""
+    tf32 = DATA / "resnet50-tf32-nsys/metrics.json"
+    kernels = json.loads(tf32.read_text())["nsys"]["kernels"]
+    chosen = ncu.chosen_kernels({"timeline": str(tf32), "ncu_kernels": 3})
+    assert chosen[:3] == kernels[:3] and not any(ncu.MATRIX_KERNEL.search(k["name"]) for k in kernels[:3])
+    assert len(chosen) == 4 and chosen[3] == next(k for k in kernels if ncu.MATRIX_KERNEL.search(k["name"]))
+    assert "tf32" in chosen[3]["name"] and "wgrad" in chosen[3]["name"]
+    fp16 = DATA / "resnet50-optimized-nsys/metrics.json"
+    assert ncu.chosen_kernels({"timeline": str(fp16), "ncu_kernels": 3}) == json.loads(fp16.read_text())["nsys"]["kernels"][:3]
+
+
 def test_no_usable_timeline_is_the_cells_error(tmp_path):
     spec = {"timeline": str(tmp_path / "missing.json"), "ncu_kernels": 3}
     with pytest.raises(ValueError, match="no nsys timeline"):
@@ -74,7 +88,9 @@ def test_ncu_records_from_the_h200_summarize_into_time_weighted_metrics():
     rows = {m["metric"]: m["value"] for m in aggregate.ncu_metrics(record)}
     lo, hi = min(k["tensor_pct"] for k in kernels), max(k["tensor_pct"] for k in kernels)
     assert lo <= rows["tensor_pipe_util"] <= hi
-    assert set(rows) == set(aggregate.NCU_SUMMARY)
+    assert set(rows) == set(aggregate.NCU_SUMMARY) | {"matrix_tensor_pipe_util"}
+    matrix = [k["tensor_pct"] for k in kernels if ncu.MATRIX_KERNEL.search(k["name"])]
+    assert matrix and min(matrix) <= rows["matrix_tensor_pipe_util"] <= max(matrix)
     assert all(k["bound"] == ncu.bound(k["sm_pct"], k["memory_pct"]) for k in kernels)
 
 
