@@ -23,19 +23,25 @@ def largest(tensors) -> tuple[float, int]:
     return top, bad
 
 
+def graph_counts() -> tuple[int, int, int, int]:
+    """This process's compiled graphs so far: (loaded, compiled) by inductor, then by AOTAutograd's cache."""
+    aot = torch._dynamo.utils.counters["aot_autograd"]
+    return (*compiled.cache_counts(), aot["autograd_cache_hit"], aot["autograd_cache_miss"])
+
+
 def probe(spec: dict, steps: int) -> Iterator[dict]:
     """Train `steps` steps of the cell, syncing after each; one row per step. Stops after the first
     non-finite loss."""
     t = harness.Trainer(spec)
-    aot = torch._dynamo.utils.counters["aot_autograd"]
+    start = graph_counts()  # the counters are the process's: count this cell's from here
     for i in range(steps):
         loss = float(t.step(*next(t.batches)))
         weights, bad_weights = largest(t.model.parameters())
         grads, bad_grads = largest(p.grad for p in t.model.parameters() if p.grad is not None)
-        hits, misses = compiled.cache_counts()
+        loaded, built, aot_loaded, aot_built = (now - then for now, then in zip(graph_counts(), start))
         yield {"step": i, "loss": loss, "scale": t.scaler.get_scale() if t.scaler.is_enabled() else None,
                "max_weight": weights, "nonfinite_weights": bad_weights, "max_grad": grads,
-               "nonfinite_grads": bad_grads, "graphs_loaded": hits, "graphs_compiled": misses,
-               "aot_loaded": aot["autograd_cache_hit"], "aot_compiled": aot["autograd_cache_miss"]}
+               "nonfinite_grads": bad_grads, "graphs_loaded": loaded, "graphs_compiled": built,
+               "aot_loaded": aot_loaded, "aot_compiled": aot_built}
         if not math.isfinite(loss):
             return
