@@ -3,10 +3,11 @@
 The kernels come from the nsys timeline of the same cell (the N with the most GPU time per step,
 N = `ncu_kernels` in the config), and the timeline's first matrix-product kernel where none of
 those N is one (with TF32, ResNet-50's convolutions fall behind batch norm and layout transposes,
-and whether matrix work runs on the Tensor Cores is read on matrix kernels). The cell runs under `ncu --clock-control none
---profile-from-start off`, and the harness opens profiling for one measured step only; within it
-ncu profiles at most LAUNCHES_PER_CONFIG launches of each chosen kernel per launch configuration
-(grid, block, shared memory: `--filter-mode per-launch-config`), so every chosen kernel is
+and whether matrix work runs on the Tensor Cores is read on matrix kernels). The cell runs under
+`ncu --clock-control none --profile-from-start off`, and the harness opens profiling for one
+measured step only; within it ncu profiles at most LAUNCHES_PER_CONFIG launches of each chosen
+kernel per launch configuration (grid, block, shared memory: `--filter-mode per-launch-config`),
+so every chosen kernel is
 measured (a kernel launched a hundred times a step cannot use up a global launch cap) and the
 replays (dozens of passes each) stay bounded.
 The report is read with the `ncu_report` module (no GPU needed), one row per kernel: duration,
