@@ -7,9 +7,8 @@ and whether matrix work runs on the Tensor Cores is read on matrix kernels). The
 `ncu --clock-control none --profile-from-start off`, and the harness opens profiling for one
 measured step only; within it ncu profiles at most LAUNCHES_PER_CONFIG launches of each chosen
 kernel per launch configuration (grid, block, shared memory: `--filter-mode per-launch-config`),
-so every chosen kernel is
-measured (a kernel launched a hundred times a step cannot use up a global launch cap) and the
-replays (dozens of passes each) stay bounded.
+so every chosen kernel is measured (a kernel launched a hundred times a step cannot use up a
+global launch cap) and the replays (dozens of passes each) stay bounded.
 The report is read with the `ncu_report` module (no GPU needed), one row per kernel: duration,
 SM / memory / DRAM throughput (% of peak), achieved and theoretical occupancy, registers per
 thread, tensor-pipe utilization, and a bound class from the speed-of-light numbers.
