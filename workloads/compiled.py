@@ -63,7 +63,7 @@ def graphs_built() -> int:
     """Graphs this process has captured, compiled or loaded so far (a count that grows while
     torch.compile is still at work)."""
     c = torch._dynamo.utils.counters
-    return c["stats"]["unique_graphs"] + sum(c["inductor"][f"fxgraph_cache_{k}"] for k in ("hit", "miss", "bypass"))
+    return c["stats"]["unique_graphs"] + sum(cache_counts()) + c["inductor"]["fxgraph_cache_bypass"]
 
 
 def check_output_dtype(out, dtype: torch.dtype | None) -> None:
