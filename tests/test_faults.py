@@ -78,9 +78,20 @@ def test_probe_steps_until_the_loss_goes_non_finite_and_shows_where(cpu_config):
     assert rows[1]["loss"] != rows[1]["loss"]  # NaN
     assert rows[1]["nonfinite_weights"] > 0 and rows[1]["nonfinite_grads"] > 0
     assert rows[1]["scale"] is None and rows[1]["graphs_compiled"] == 0  # fp32, eager: no GradScaler, no compile
+    again = rows[1]["recheck"]  # the same batch again: the weights are bad, so eager is NaN too, from the start
+    assert again["loss_again"] != again["loss_again"] and again["eager_loss"] != again["eager_loss"]
+    assert again["eager_first_nonfinite"] == "embed" and "recheck" not in rows[0]
 
 
 def test_probe_of_a_skipped_cell_is_one_clear_error(capsys):
     from workloads import cli
     assert cli.main(["probe", "lstm", "channels-last", "--steps", "1", "--preset", "cpu"]) == 2
     assert capsys.readouterr().err.startswith("trainperf: lstm/channels-last is skipped here: ")
+
+
+def test_probe_recheck_of_a_healthy_batch_is_finite_everywhere(cpu_config):
+    """recheck on weights that are fine: both forwards finite, no module named."""
+    from workloads import harness, probe
+    t = harness.Trainer(spec_of(cpu_config, "lstm", "baseline"))
+    again = probe.recheck(t, *next(t.batches))
+    assert 0 < again["loss_again"] == again["eager_loss"] < 20 and again["eager_first_nonfinite"] is None
