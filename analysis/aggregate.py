@@ -72,11 +72,21 @@ def ncu_metrics(record: dict) -> list[dict]:
 
 def cost(record: dict) -> dict:
     """What a run cost (s): under nsys or ncu the whole process under the tool, else the cell's own
-    duration; of which its first step and its setup. None where the record did not measure it
-    (records made before the harness timed them)."""
+    duration; of which its first step and its setup; the first step again as `compile_s` where the
+    run compiled graphs (not from the cache), with its cache folder (the key of the cell's spec in
+    records made before they named it). None where the record did not measure it (records made
+    before the harness timed them)."""
     m = {x["metric"]: x["value"] for x in record.get("metrics", [])}
+    compiled = bool(m.get("compile_cache_misses"))  # it compiled graphs itself (not from the cache)
+    if compiled and not record.get("compile_cache"):
+        from workloads.compiled import cache_key  # imports torch: only for the records that need it
+        from workloads.sweep import KNOBS_ADDED  # knobs added since, at the values the record ran with
+        spec = record["spec"]
+        record = {**record, "compile_cache": cache_key({**spec, "knobs": {**KNOBS_ADDED, **spec["knobs"]}})}
     return {"seconds": m.get("profiled_cell_time", record.get("duration_s")),
-            "first_step_s": m.get("first_step_time"), "setup_s": m.get("setup_time")}
+            "first_step_s": m.get("first_step_time"), "setup_s": m.get("setup_time"),
+            "compile_s": m.get("first_step_time") if compiled else None,
+            "compile_key": record.get("compile_cache") if compiled else None}
 
 
 def step_time_mean(record: dict) -> list[dict]:
@@ -114,7 +124,8 @@ def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
         if r["status"] == "ok":
             rows += [{**keys, **m} for m in r["metrics"] + step_time_mean(r) + ncu_metrics(r)]
     metrics = pd.DataFrame(rows + vs_optimized_paired(records), columns=[*KEYS, "rep", "metric", "value", "unit"])
-    return metrics, pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "reason", "log_tail", "seconds", "first_step_s", "setup_s"])
+    columns = [*KEYS, "rep", "status", "reason", "log_tail", "seconds", "first_step_s", "setup_s", "compile_s", "compile_key"]
+    return metrics, pd.DataFrame(cells, columns=columns)
 
 
 def step_losses(records: list[dict]) -> pd.DataFrame:

@@ -264,7 +264,8 @@ def overhead_section(summary: pd.DataFrame) -> str:
 
 COST_HEAD = ("Each run's own clock: from the cell's start to its record (under nsys or ncu, the whole process "
              "under the tool), of which its first step (compilation, autotuning, the loader's first batch) and "
-             "its setup (model, optimizer, loader). A sweep also pays once for starting its process. Runs "
+             "its setup (model, optimizer, loader); `compiling`, of the first steps, those in which torch.compile built "
+             "graphs rather than loading them. A sweep also pays once for starting its process. Runs "
              "recorded before the pipeline timed them count in `runs` and their first steps alone.\n\n")
 
 
@@ -280,12 +281,29 @@ def cost_section(cells: pd.DataFrame) -> str:
         rows.append({"workload": w, "profiler": prof, "runs": len(g), "repetitions": g.rep.nunique(),
                      "time (s)": g.seconds.sum() if timed else None, "timed": timed,
                      "per repetition (s)": g.seconds.sum() / g.rep.nunique() if timed == len(g) else None,
-                     "first steps (s)": g.first_step_s.sum(min_count=1), "setup (s)": g.setup_s.sum(min_count=1)})
+                     "first steps (s)": g.first_step_s.sum(min_count=1), "setup (s)": g.setup_s.sum(min_count=1),
+                     "compiling (s)": g.compile_s.sum(min_count=1)})
     df = pd.DataFrame(rows)
     total = {"workload": "all", "profiler": "", "runs": df.runs.sum(), "repetitions": "", "time (s)": df["time (s)"].sum(),
              "timed": df.timed.sum(), "per repetition (s)": df["per repetition (s)"].sum(min_count=len(df)),
-             "first steps (s)": df["first steps (s)"].sum(), "setup (s)": df["setup (s)"].sum(min_count=1)}
+             "first steps (s)": df["first steps (s)"].sum(), "setup (s)": df["setup (s)"].sum(min_count=1),
+             "compiling (s)": df["compiling (s)"].sum(min_count=1)}
     df = pd.concat([df, pd.DataFrame([total])], ignore_index=True)
     df["time (s)"] = [("" if not t else num(x) + ("" if t == n else f" ({t} runs)"))
                       for x, t, n in zip(df["time (s)"], df.timed, df.runs)]
-    return COST_HEAD + table(df.drop(columns="timed"))
+    return COST_HEAD + table(df.drop(columns="timed")) + compile_floor(ran)
+
+
+def compile_floor(ran: pd.DataFrame) -> str:
+    """What torch.compile's cold compiles cost: each set of traced knobs (one cache folder) compiles
+    once on a machine and the runs after it load its graphs, so their sum is what a fresh machine
+    pays at least."""
+    cold = ran[ran.compile_s.notna()]
+    if cold.empty:
+        return ""
+    per_set = cold.groupby("compile_key").compile_s.median()  # a set compiled on several machines: its median
+    return (f"\n`compiling`: the first steps of the {len(cold)} runs that compiled graphs (rather than loading "
+            f"them from the cache), over {len(per_set)} distinct sets of traced knobs (torch.compile cache folders). "
+            f"A fresh machine compiles each set once, before any cell with it measures a step: "
+            f"{num(per_set.median())} s [{num(per_set.min())}, {num(per_set.max())}] per set here, "
+            f"{num(per_set.sum())} s for the {len(per_set)}.\n")

@@ -151,3 +151,24 @@ def test_a_lever_is_paired_with_optimized_only_within_one_set_of_runs(tmp_path):
     unpaired = row(summary, "vit_b_16", "optimized+bf16-fused-sgd", "throughput")["median"] / \
         row(summary, "vit_b_16", "optimized", "throughput")["median"]
     assert unpaired > paired["median"] + 0.05  # rep 0's optimized ran on a slower day
+
+
+def test_a_run_that_compiled_its_graphs_counts_once_per_cache_folder(tmp_path):
+    """Real ViT-B/16 records of the H200: repetition 0 of `optimized+bf16-fused-sgd` compiled its
+    graphs (an empty cache), repetition 1 loaded them, `optimized` rep 1 loaded its own. The
+    compile's cost is rep 0's first step, under the cache folder of its knobs."""
+    from analysis.sections import cost_section
+    from workloads import config, matrix
+    from workloads.compiled import cache_key
+    records = sorted((Path(__file__).parent / "data" / "h200-pairs").glob("*.json"))
+    aggregate.main(records, [], tmp_path)
+    cells = pd.read_csv(tmp_path / "cells.csv")
+    cold = cells[cells.compile_s.notna()]
+    assert cold[["variant", "rep"]].values.tolist() == [["optimized+bf16-fused-sgd", 0]]
+    assert cold.compile_s.iloc[0] == pytest.approx(cold.first_step_s.iloc[0]) and cold.compile_s.iloc[0] > 10
+    # the record predates records naming their cache folder: it is the one the cell uses today
+    today = matrix.cell(matrix.resolve(config.load(overrides={"preset": "gpu", "gpu_jobs": True, "machine": "h200"})),
+                        "vit_b_16", "optimized+bf16-fused-sgd")
+    assert cold.compile_key.iloc[0] == cache_key(today["spec"])
+    text = cost_section(cells)
+    assert "over 1 distinct sets of traced knobs" in text and f"{cold.compile_s.iloc[0]:.3g} s for the 1" in text
