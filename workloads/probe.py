@@ -55,8 +55,9 @@ def recheck(t: harness.Trainer, x: torch.Tensor, y: torch.Tensor) -> dict:
     A finite eager loss puts the fault in the compiled code; a finite second try, in something that
     changes between runs (a race, memory read before it was written)."""
     autocast = torch.autocast(t.device.type, dtype=t.dtype) if t.dtype else contextlib.nullcontext()
+    with autocast, harness.attention_kernels(t.knobs.get("sdpa_backend", "auto")):
+        again = float(t.workload.loss(t.forward(x), y))  # with grad: the training graph, not an inference one
     with torch.no_grad(), autocast, harness.attention_kernels(t.knobs.get("sdpa_backend", "auto")):
-        again = float(t.workload.loss(t.forward(x), y))
         eager = []
         where = first_nonfinite_module(t.model, lambda: eager.append(float(t.workload.loss(t.model(x), y))))
     return {"loss_again": again, "eager_loss": eager[0], "eager_first_nonfinite": where}
