@@ -186,3 +186,17 @@ def test_sdpa_backend_picks_the_attention_kernel(cpu_config, backend, kernel):
         t.step(x, y)
     ops = {e.name for e in prof.events()}
     assert kernel in ops and not {o for o in ops if "_scaled_dot_product" in o and "backward" not in o} - {kernel}
+
+
+def test_the_warm_up_does_not_end_on_a_step_gradscaler_skipped(cpu_config):
+    """AMP fp16 with a scale so large that the scaled fp16 gradients overflow: GradScaler skips the
+    update and halves its scale until they fit. Those steps ran no update (nor any compile of it),
+    so the warm-up, bounded to 2 steps here, goes on until one update has run."""
+    spec = _with(cpu_config, "transformer_lm", "baseline", precision="amp-fp16")
+    spec = {**spec, "warmup_steps": 2, "max_warmup_s": 0}
+    t = harness.Trainer(spec)
+    t.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**22)  # its fp16 gradients overflow at first
+    warm = harness.warm_up(t, spec, bounded=True)
+    skips = round(math.log2(2.0**22 / t.scaler.get_scale()))  # each skip halves the scale
+    assert skips >= 2  # the 2-step bound alone would have ended the warm-up on skipped steps
+    assert skips < len(warm) < harness.warmup_limit(spec)  # it ended on a step whose update ran

@@ -307,14 +307,17 @@ def warm_up(t: Trainer, spec: dict, bounded: bool) -> list[dict]:
     """Steps until the cell runs steadily: `warmup_steps`, or fewer (at least 2) once `max_warmup_s`
     have passed; but never ending on a step in which torch.compile built or loaded a graph (a
     compiled optimizer compiles on its first update and again on the next, once the momentum
-    exists), up to warmup_limit steps."""
+    exists) or in which GradScaler skipped the update (the update, and its compiles, are still to
+    come), up to warmup_limit steps."""
     budget = Budget(spec["warmup_steps"], spec.get("max_warmup_s") if bounded else None, 2)
     warm, built = [], compiled.graphs_built()
     while True:
         last = budget.last(len(warm))
+        scale = t.scaler.get_scale() if last and t.scaler.is_enabled() else None  # a host read: last steps only
         warm.append(t.timed_step(len(warm), last))
         before, built = built, compiled.graphs_built()
-        if last and (built == before or len(warm) >= warmup_limit(spec)):
+        skipped = scale is not None and t.scaler.get_scale() < scale  # GradScaler lowers its scale on a skip
+        if last and ((built == before and not skipped) or len(warm) >= warmup_limit(spec)):
             return warm
 
 
