@@ -56,7 +56,7 @@ def recheck(t: harness.Trainer, x: torch.Tensor, y: torch.Tensor) -> dict:
     changes between runs (a race, memory read before it was written)."""
     autocast = torch.autocast(t.device.type, dtype=t.dtype) if t.dtype else contextlib.nullcontext()
     with autocast, harness.attention_kernels(t.knobs.get("sdpa_backend", "auto")):
-        again = float(t.workload.loss(t.forward(x), y))  # with grad: the training graph, not an inference one
+        again = float(t.workload.loss(t.forward(x), y).detach())  # with grad: the training graph, not an inference one
     with torch.no_grad(), autocast, harness.attention_kernels(t.knobs.get("sdpa_backend", "auto")):
         eager = []
         where = first_nonfinite_module(t.model, lambda: eager.append(float(t.workload.loss(t.model(x), y))))
