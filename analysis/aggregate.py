@@ -73,20 +73,25 @@ def ncu_metrics(record: dict) -> list[dict]:
 def cost(record: dict) -> dict:
     """What a run cost (s): under nsys or ncu the whole process under the tool, else the cell's own
     duration; of which its first step and its setup; the first step again as `compile_s` where the
-    run compiled graphs (not from the cache), with its cache folder (the key of the cell's spec in
-    records made before they named it). None where the record did not measure it (records made
-    before the harness timed them)."""
+    run compiled graphs (not from the cache), with its cache folder. None where the record did not
+    measure it (records made before the harness timed them)."""
     m = {x["metric"]: x["value"] for x in record.get("metrics", [])}
     compiled = bool(m.get("compile_cache_misses"))  # it compiled graphs itself (not from the cache)
-    if compiled and not record.get("compile_cache"):
-        from workloads.compiled import cache_key  # imports torch: only for the records that need it
-        from workloads.sweep import KNOBS_ADDED  # knobs added since, at the values the record ran with
-        spec = record["spec"]
-        record = {**record, "compile_cache": cache_key({**spec, "knobs": {**KNOBS_ADDED, **spec["knobs"]}})}
     return {"seconds": m.get("profiled_cell_time", record.get("duration_s")),
             "first_step_s": m.get("first_step_time"), "setup_s": m.get("setup_time"),
             "compile_s": m.get("first_step_time") if compiled else None,
-            "compile_key": record.get("compile_cache") if compiled else None}
+            "compile_key": cache_folder(record) if compiled else None}
+
+
+def cache_folder(record: dict) -> str:
+    """A compiled run's torch.compile cache folder: as its record names it, or, in records made
+    before they named it, the key of its spec with the knobs added since at the values it ran with."""
+    if record.get("compile_cache"):
+        return record["compile_cache"]
+    from workloads.compiled import cache_key  # imports torch: only for the records that need it
+    from workloads.sweep import KNOBS_ADDED
+    spec = record["spec"]
+    return cache_key({**spec, "knobs": {**KNOBS_ADDED, **spec["knobs"]}})
 
 
 def step_time_mean(record: dict) -> list[dict]:

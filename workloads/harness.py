@@ -14,7 +14,7 @@ import statistics
 import sys
 import time
 import traceback
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -184,10 +184,17 @@ class Trainer:
         self.pending: list[torch.Tensor] = []
         self.losses: dict[int, float] = {}
 
+    def precision(self) -> ExitStack:
+        """The forward's context: the variant's autocast and attention kernels."""
+        stack = ExitStack()
+        if self.dtype:
+            stack.enter_context(torch.autocast(self.device.type, dtype=self.dtype))
+        stack.enter_context(attention_kernels(self.knobs.get("sdpa_backend", "auto")))
+        return stack
+
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """One optimization step under the variant's precision; returns the loss (on the device)."""
-        autocast = torch.autocast(self.device.type, dtype=self.dtype) if self.dtype else nullcontext()
-        with self.mark("forward"), autocast, attention_kernels(self.knobs.get("sdpa_backend", "auto")):
+        with self.mark("forward"), self.precision():
             out = self.forward(x)
             if self.compile_cache:
                 compiled.check_output_dtype(out, self.dtype)

@@ -3,7 +3,6 @@ torch.compile and GradScaler did by then. For a cell that fails with a NaN loss:
 the weights or only the forward went bad, whether the compiled graphs came from inductor's cache."""
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Iterator
 
@@ -54,10 +53,9 @@ def recheck(t: harness.Trainer, x: torch.Tensor, y: torch.Tensor) -> dict:
     skipped the update): through the cell's forward (compiled or not) and eager, module by module.
     A finite eager loss puts the fault in the compiled code; a finite second try, in something that
     changes between runs (a race, memory read before it was written)."""
-    autocast = torch.autocast(t.device.type, dtype=t.dtype) if t.dtype else contextlib.nullcontext()
-    with autocast, harness.attention_kernels(t.knobs.get("sdpa_backend", "auto")):
+    with t.precision():
         again = float(t.workload.loss(t.forward(x), y).detach())  # with grad: the training graph, not an inference one
-    with torch.no_grad(), autocast, harness.attention_kernels(t.knobs.get("sdpa_backend", "auto")):
+    with torch.no_grad(), t.precision():
         eager = []
         where = first_nonfinite_module(t.model, lambda: eager.append(float(t.workload.loss(t.model(x), y))))
     return {"loss_again": again, "eager_loss": eager[0], "eager_first_nonfinite": where}
