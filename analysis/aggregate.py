@@ -272,9 +272,25 @@ def environments(records: list[dict]) -> list[dict]:
     return out
 
 
-def main(run_paths, skipped: list[dict], out_dir) -> pd.DataFrame:
+def compile_table(paths) -> pd.DataFrame:
+    """The compile stage's records (workloads/precompile.py): one row per cache folder it built."""
+    rows = []
+    for r in load_records(paths):
+        cell = r.get("cell", {})
+        rows.append({"key": r["key"], "workload": cell.get("workload", r["key"].split("-")[0]),
+                     "variant": cell.get("variant"), "status": r["status"], "reason": r.get("reason"),
+                     "start_ts": r["start_ts"], "seconds": r["seconds"], "first_step_s": r.get("first_step_s"),
+                     "graphs_compiled": r.get("graphs_compiled"), "graphs_loaded": r.get("graphs_loaded"),
+                     "git_commit": r.get("env", {}).get("git_commit")})
+    return pd.DataFrame(rows, columns=["key", "workload", "variant", "status", "reason", "start_ts", "seconds",
+                                       "first_step_s", "graphs_compiled", "graphs_loaded", "git_commit"])
+
+
+def main(run_paths, skipped: list[dict], out_dir, compiles=()) -> pd.DataFrame:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if compiles:
+        compile_table(compiles).sort_values("start_ts").to_csv(out / "compiles.csv", index=False, float_format="%.6f")
     records = load_records(run_paths)
     records += [{"keys": c["keys"], "status": c.get("status", "skipped"), "reason": c["reason"]} for c in skipped]
     metrics, cells = tidy(records)

@@ -126,7 +126,8 @@ def render(out_dir: str | Path) -> Path:
     overhead = sections.overhead_section(summary)
     if overhead:
         parts += ["## What each profiler costs\n", overhead]
-    cost = sections.cost_section(tables["cells"])
+    compiles = out / "compiles.csv"
+    cost = sections.cost_section(tables["cells"], pd.read_csv(compiles) if compiles.is_file() else None)
     if cost:
         parts += ["## What the matrix took to run\n", cost]
     bad = pd.concat([summary[summary.status != "ok"], aggregate.unreliable(summary).assign(status="failed in some runs")])

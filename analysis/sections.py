@@ -269,7 +269,27 @@ COST_HEAD = ("Each run's own clock: from the cell's start to its record (under n
              "recorded before the pipeline timed them count in `runs` and their first steps alone.\n\n")
 
 
-def cost_section(cells: pd.DataFrame) -> str:
+def compile_stage(compiles: pd.DataFrame) -> str:
+    """The compile stage (workloads/precompile.py), per run of it (its records' git commit): the
+    cache folders it built, at most how many at once, its wall time from the first start to the last
+    end, the processes' time summed; the folders that failed and why."""
+    if compiles.empty:
+        return ""
+    lines = []
+    for commit, g in compiles.groupby(compiles.git_commit.fillna("unknown"), sort=False):
+        ends = g.start_ts + g.seconds
+        at_once = max(((g.start_ts <= t) & (ends > t)).sum() for t in g.start_ts)
+        failed = g[g.status != "ok"]
+        lines.append(f"\nThe compile stage (commit `{commit}`) built {len(g) - len(failed)} of {len(g)} torch.compile "
+                     f"cache folders before the first sweep, up to {at_once} at once: {num(ends.max() - g.start_ts.min())} s "
+                     f"from its first start to its last end, {num(g.seconds.sum())} s of its processes' time summed; "
+                     f"per folder {num(g.seconds.median())} s [{num(g.seconds.min())}, {num(g.seconds.max())}].\n")
+        lines += [f"- `{r.key}` ({r.workload}/{r.variant}) failed: {r.reason}; its cells compile in their first step\n"
+                  for r in failed.itertuples()]
+    return "".join(lines)
+
+
+def cost_section(cells: pd.DataFrame, compiles: pd.DataFrame | None = None) -> str:
     """What running the matrix took, per workload x profiler, summed over the runs that ran; per
     repetition where every run was timed (the last row: one repetition of everything)."""
     ran = cells[~cells.status.isin(["skipped", "set aside"])]
@@ -291,7 +311,8 @@ def cost_section(cells: pd.DataFrame) -> str:
     df = pd.concat([df, pd.DataFrame([total])], ignore_index=True)
     df["time (s)"] = [("" if not t else num(x) + ("" if t == n else f" ({t} runs)"))
                       for x, t, n in zip(df["time (s)"], df.timed, df.runs)]
-    return COST_HEAD + table(df.drop(columns="timed")) + compile_floor(ran)
+    stage = compile_stage(compiles) if compiles is not None else ""
+    return COST_HEAD + table(df.drop(columns="timed")) + compile_floor(ran) + stage
 
 
 def compile_floor(ran: pd.DataFrame) -> str:

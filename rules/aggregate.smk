@@ -3,7 +3,8 @@
 
 rule aggregate:
     input:
-        sweeps_of(),
+        sweeps=sweeps_of(),
+        compiles=compile_records(),
     output:
         metrics=f"results/{MACHINE}/metrics.csv",
         cells=f"results/{MACHINE}/cells.csv",
@@ -16,7 +17,7 @@ rule aggregate:
         f"runs/{MACHINE}/logs/aggregate.log",
     shell:
         "echo {params.skipped:q} > {output.skipped} && "
-        "trainperf aggregate {input} --skipped {output.skipped} --out-dir $(dirname {output.summary}) > {log} 2>&1"
+        "trainperf aggregate {input.sweeps} --compiles {input.compiles} --skipped {output.skipped} --out-dir $(dirname {output.summary}) > {log} 2>&1"
 
 
 rule records:
@@ -24,14 +25,16 @@ rule records:
     results (the profilers' traces stay in runs/: too large to publish)."""
     input:
         sweeps_of(),
+        compile_records(),
     output:
         records=f"results/{MACHINE}/records/metrics-json.tgz",
         logs=f"results/{MACHINE}/records/logs.tgz",
     log:
         f"runs/{MACHINE}/logs/records.log",
     shell:
-        "cd $(dirname {log})/.. && tar -czf $OLDPWD/{output.records} $(find . -name metrics.json | sort) && "
-        "tar -czf $OLDPWD/{output.logs} --exclude records.log logs 2> $OLDPWD/{log}"
+        "cd $(dirname {log})/.. && tar -czf $OLDPWD/{output.records} "
+        "$(find . -name metrics.json -o -path './compiled/*.json' | sort) && "
+        "tar -czf $OLDPWD/{output.logs} --exclude records.log logs $(find . -path './compiled/*.log') 2> $OLDPWD/{log}"
 
 
 rule report:

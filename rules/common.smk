@@ -1,7 +1,7 @@
 # Validate the config, resolve 'auto' values and expand the matrix once, at parse time.
 import json
 
-from workloads import config as cfg, matrix
+from workloads import compiled, config as cfg, matrix
 from workloads.data import check_dataset
 import workloads as registry
 
@@ -34,6 +34,19 @@ for (_w, _p, _r), _jobs in SWEEPS.items():  # each repetition starts the sweep a
     SWEEPS[(_w, _p, _r)] = _jobs[_n:] + _jobs[:_n]
 
 
+# The compile stage: one torch.compile cache folder per combination of traced knobs, each built
+# for the first single-process cell that uses it (workloads/precompile.py); a DDP cell's ranks
+# compile their own graphs.
+COMPILES = {}
+for _c in CELLS:
+    if _c["status"] == "run" and _c["spec"]["knobs"].get("compile") and matrix.processes(_c["spec"]) == 1:
+        COMPILES.setdefault(compiled.cache_key(_c["spec"]), _c["spec"])
+
+
+def compile_records():
+    return [f"runs/{MACHINE}/compiled/{key}.json" for key in COMPILES]
+
+
 def sweep_path(workload, profiler, rep):
     return f"runs/{MACHINE}/sweeps/{workload}.{profiler}.rep{rep}.json"
 
@@ -43,11 +56,13 @@ def sweeps_of(profiler=None, rep=None):
 
 
 def sweep_inputs(wc):
-    """A sweep's dataset (time stamp ignored: it is deterministic); repetition r of the timing
+    """A sweep's dataset (time stamp ignored: it is deterministic) and the compile stage's records
+    (ignored too: a cache folder rebuilt does not void the runs); repetition r of the timing
     matrix waits for repetition r-1, the profilers for the whole timing matrix, and ncu for the
     nsys timelines it takes its kernels from."""
     rep = int(wc.rep)
-    inputs = {"data": ancient(SWEEPS[(wc.workload, wc.profiler, rep)][0][0]["data"])}
+    inputs = {"data": ancient(SWEEPS[(wc.workload, wc.profiler, rep)][0][0]["data"]),
+              "compiled": [ancient(p) for p in compile_records()]}  # no sweep runs while the stage compiles
     if wc.profiler == "timing" and rep > 0:
         inputs["previous"] = f"runs/{MACHINE}/rep{rep - 1}.done"
     elif wc.profiler != "timing" and "timing" in R["profilers"]:

@@ -6,6 +6,28 @@
 # its time stamp. torch.compile's caches live in the project (.cache/inductor), one folder per
 # combination of the knobs that can change a traced graph (workloads/compiled.py says why), shared
 # by the cells and later pipelines on this machine: a graph compiled once is loaded, not compiled.
+# The compile stage builds them all before the first sweep, several at once (workloads/precompile.py).
+
+
+if COMPILES:
+
+    rule compile:
+        """Every torch.compile cache folder of the matrix, `compile_jobs` at a time, before any
+        sweep starts (a folder already built loads in seconds: a rerun costs little)."""
+        input:
+            [ancient(p) for p in sorted({spec["data"] for spec in COMPILES.values()})],
+        output:
+            compile_records(),
+        params:
+            jobs=json.dumps([[spec, path] for spec, path in zip(COMPILES.values(), compile_records())]),
+            parallel=R["compile_jobs"],
+        log:
+            f"runs/{MACHINE}/logs/compile.log",
+        resources:
+            gpu=GPU,
+        shell:
+            "TRAINPERF_COMPILE_CACHE=$PWD/.cache/inductor trainperf compile --jobs {params.jobs:q} "
+            "--parallel {params.parallel} > {log} 2>&1"
 
 
 rule sweep:

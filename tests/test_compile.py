@@ -1,14 +1,16 @@
 """torch.compile, the one knob the cpu preset leaves off (inductor builds C++ for minutes on a
 CPU): here it compiles a small ViT for real and trains with it; and a model that dynamo does not
 capture is caught rather than reported as compiled."""
+import json
 import math
 
 import pytest
 import torch
 import torch._dynamo
 
+from analysis import aggregate, sections
 from tests.conftest import spec_of
-from workloads import compiled, harness, matrix
+from workloads import compiled, harness, matrix, precompile
 
 
 @pytest.fixture()
@@ -42,6 +44,36 @@ def test_compile_variant_compiles_and_trains_then_loads_from_the_cache(compile_c
     # a compiled cell that fails says where its graphs came from
     reason = harness.failure_reason(harness.NonFiniteLoss("loss is nan at step 2"), spec)
     assert reason.endswith(f"[torch.compile: {int(again['compile_cache_hits'])} graphs from the cache, 0 compiled]")
+
+
+@pytest.mark.slow
+def test_the_compile_stage_builds_folders_at_once_and_the_cells_then_compile_nothing(compile_config, tmp_path,
+                                                                                      monkeypatch):
+    """The compile stage on three cache folders at once, each by its own process: a small ViT under
+    fp32 and under AMP bf16 are built (their records say how many graphs they compiled); one whose
+    images the ViT cannot cut into patches fails with that reason. The fp32 cell then loads every
+    graph and compiles none."""
+    monkeypatch.setenv(compiled.CACHE_ENV, str(tmp_path / "inductor"))
+    spec = spec_of(compile_config, "vit_b_16", "compile")
+    spec["params"].update(image_size=32, batch_size=2)
+    bf16 = {**spec, "knobs": {**spec["knobs"], "precision": "amp-bf16"}}
+    bad = {**spec, "params": {**spec["params"], "image_size": 40}}
+    jobs = [(s, tmp_path / "compiled" / f"{compiled.cache_key(s)}.json") for s in (spec, bf16, bad)]
+    records = precompile.stage(jobs, parallel=3, cores=2)
+    for r, (s, out) in zip(records, jobs):
+        assert r == json.loads(out.read_text()) and r["key"] == out.stem == compiled.cache_key(s)
+        assert out.with_suffix(".log").stat().st_size > 0 and r["seconds"] > 0
+    assert [r["status"] for r in records] == ["ok", "ok", "failed"]
+    assert all(r["graphs_compiled"] >= 1 and r["graphs_loaded"] == 0 for r in records[:2])
+    assert "indivisible by patch size" in records[2]["reason"]
+    assert {r["key"] for r in records[:2]} <= {p.name for p in (tmp_path / "inductor").iterdir()}
+    record = harness.run(spec, out_dir=tmp_path / "cell")
+    got = {m["metric"]: m["value"] for m in record["metrics"]}
+    assert record["status"] == "ok" and got["compile_cache_misses"] == 0 and got["compile_cache_hits"] >= 1
+    # the report's line on the stage, from its records
+    line = sections.compile_stage(aggregate.compile_table([out for _, out in jobs]))
+    assert "built 2 of 3 torch.compile cache folders before the first sweep" in line
+    assert f"- `{records[2]['key']}` (vit_b_16/compile) failed: AssertionError: Input shape indivisible" in line
 
 
 @pytest.mark.slow

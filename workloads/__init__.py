@@ -12,7 +12,7 @@ from pathlib import Path
 from workloads.base import REGISTRY, Workload, WorkloadError
 
 HERE = Path(__file__).resolve().parent
-_SHARED = {"base", "cli", "compiled", "config", "data", "ddp", "harness", "matrix", "variants", "loaders", "probe", "scaffold", "sweep"}
+_SHARED = {"base", "cli", "compiled", "config", "data", "ddp", "harness", "matrix", "precompile", "variants", "loaders", "probe", "scaffold", "sweep"}
 
 
 def load_file(path: str | Path) -> list[str]:

@@ -59,6 +59,16 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def cmd_compile(args) -> int:
+    from workloads import harness, precompile
+    if args.spec:
+        write_json(args.out, harness.compile_only(json.loads(args.spec)))
+        return 0
+    jobs = [(spec, Path(out)) for spec, out in json.loads(args.jobs)]
+    precompile.stage(jobs, args.parallel, os.cpu_count() or 1)
+    return 0
+
+
 def cmd_limits(args) -> int:
     import torch
     from profiles import env, limits
@@ -126,7 +136,7 @@ def cmd_pending(args) -> int:
 def cmd_aggregate(args) -> int:
     from analysis import aggregate
     skipped = json.loads(Path(args.skipped).read_text()) if args.skipped else []
-    aggregate.main(args.runs, skipped, args.out_dir)
+    aggregate.main(args.runs, skipped, args.out_dir, args.compiles)
     return 0
 
 
@@ -175,6 +185,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", required=True, help="JSON list of [spec, record path] pairs")
     s.add_argument("--out", required=True, help="write the list of records here when all are done")
     s.set_defaults(func=cmd_sweep)
+    c = sub.add_parser("compile", help="build torch.compile's cache for compiled cells before they are timed")
+    c.add_argument("--jobs", help="JSON list of [spec, record path] pairs: one per cache folder (the compile stage)")
+    c.add_argument("--parallel", type=int, default=1, help="folders built at once (default 1)")
+    c.add_argument("--spec", help="one cell spec as JSON: build its folder in this process")
+    c.add_argument("--out", help="with --spec: write its record here")
+    c.set_defaults(func=cmd_compile)
     li = sub.add_parser("limits", help="model FLOPs per step and this machine's matmul peaks")
     li.add_argument("--specs", required=True, help="JSON: workload name -> one of its cell specs")
     li.add_argument("--out", required=True)
@@ -204,6 +220,7 @@ def parser() -> argparse.ArgumentParser:
     a = sub.add_parser("aggregate", help="run records -> metrics.csv, summary.csv, cells.csv")
     a.add_argument("runs", nargs="+", help="run records (metrics.json) or sweep lists of them")
     a.add_argument("--skipped", help="JSON file of skipped cells")
+    a.add_argument("--compiles", nargs="*", default=[], help="the compile stage's records (runs/<machine>/compiled/*.json)")
     a.add_argument("--out-dir", required=True)
     a.set_defaults(func=cmd_aggregate)
     n = sub.add_parser("new", help="scaffold a workload file and its test")
@@ -225,6 +242,8 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.command == "run" and not args.spec and not args.workload:
         parser().error("run needs a workload name or --spec")
+    if args.command == "compile" and not (args.jobs or (args.spec and args.out)):
+        parser().error("compile needs --jobs, or --spec and --out")
     try:
         return args.func(args)
     except (ConfigError, KeyError, FileNotFoundError, FileExistsError, ValueError, WorkloadError) as e:

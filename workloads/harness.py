@@ -375,6 +375,31 @@ def train(spec: dict, log, out_dir: Path) -> dict:
     return {**record, "ranks": t.ranks()} if t.shard.world > 1 else record
 
 
+def compile_only(spec: dict) -> dict:
+    """Fill a compiled cell's torch.compile cache (the folder of its traced knobs) and time nothing:
+    build the cell, warm it up until no step builds a graph. Several run at once before the matrix
+    (workloads/precompile.py), so the GPU is shared: inductor's Triton autotuning is not kept, and
+    each cell that loads the graphs autotunes them in its own first step, on a GPU it has alone."""
+    import torch._inductor.config
+    torch._inductor.config.autotune_local_cache = False
+    t0 = time.time()
+    record = {"key": compiled.cache_key(spec), "cell": {k: spec[k] for k in ("workload", "variant", "profiler", "rep")},
+              "env": env.fingerprint(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "start_ts": t0}
+    try:
+        t = Trainer(spec)
+        warm = warm_up(t, spec, bounded=False)
+        t.check_compiled()
+        t.synchronize()
+        loaded, built = compiled.cache_counts()
+        record.update(status="ok", reason=None, steps=len(warm), first_step_s=warm[0]["wall_s"],
+                      graphs_compiled=built, graphs_loaded=loaded)
+    except Exception as e:  # recorded: the cells of this key then compile in their own first step
+        traceback.print_exc()
+        record.update(status="failed", reason=failure_reason(e, spec))
+    record["seconds"] = time.time() - t0
+    return record
+
+
 def summarize(workload, spec, steps, warm, elapsed, warmup_s, observer, device, bs) -> dict:
     """The record of a measured cell; `bs`: samples per step (over all ranks)."""
     n = len(steps)
