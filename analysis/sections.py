@@ -269,6 +269,17 @@ COST_HEAD = ("Each run's own clock: from the cell's start to its record (under n
              "recorded before the pipeline timed them count in `runs` and their first steps alone.\n\n")
 
 
+def steps_alone(ran: pd.DataFrame) -> str:
+    """What the timing runs spent in their steps alone (warm-up and measured steps: their time less
+    the first step and the setup), which no cache or stage can shorten."""
+    t = ran[(ran.profiler == "timing") & ran[["seconds", "first_step_s", "setup_s"]].notna().all(axis=1)]
+    if t.empty:
+        return ""
+    steps = t.seconds - t.first_step_s - t.setup_s
+    return (f"\nThe timing runs' steps alone (warm-up and measured steps: each run's time less its first step "
+            f"and its setup): {num(steps.sum())} s over {len(t)} runs, {num(steps.mean())} s a run on average.\n")
+
+
 def compile_stage(compiles: pd.DataFrame) -> str:
     """The compile stage (workloads/precompile.py), per run of it (its records' git commit): the
     cache folders it built, at most how many at once, its wall time from the first start to the last
@@ -312,7 +323,7 @@ def cost_section(cells: pd.DataFrame, compiles: pd.DataFrame | None = None) -> s
     df["time (s)"] = [("" if not t else num(x) + ("" if t == n else f" ({t} runs)"))
                       for x, t, n in zip(df["time (s)"], df.timed, df.runs)]
     stage = compile_stage(compiles) if compiles is not None else ""
-    return COST_HEAD + table(df.drop(columns="timed")) + compile_floor(ran) + stage
+    return COST_HEAD + table(df.drop(columns="timed")) + steps_alone(ran) + compile_floor(ran) + stage
 
 
 def compile_floor(ran: pd.DataFrame) -> str:

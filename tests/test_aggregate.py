@@ -172,3 +172,8 @@ def test_a_run_that_compiled_its_graphs_counts_once_per_cache_folder(tmp_path):
     assert cold.compile_key.iloc[0] == cache_key(today["spec"])
     text = cost_section(cells)
     assert "over 1 distinct sets of traced knobs" in text and f"{cold.compile_s.iloc[0]:.3g} s for the 1" in text
+    # the timing runs' steps alone: each run's time less its first step and its setup
+    timed = cells[(cells.profiler == "timing") & cells[["seconds", "first_step_s", "setup_s"]].notna().all(axis=1)]
+    steps = (timed.seconds - timed.first_step_s - timed.setup_s)
+    assert len(timed) >= 2 and (steps > 0).all()
+    assert f"{steps.sum():.3g} s over {len(timed)} runs, {steps.mean():.3g} s a run on average" in text
