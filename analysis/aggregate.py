@@ -276,9 +276,7 @@ def compile_table(paths) -> pd.DataFrame:
     """The compile stage's records (workloads/precompile.py): one row per cache folder it built."""
     rows = []
     for r in load_records(paths):
-        cell = r.get("cell", {})
-        rows.append({"key": r["key"], "workload": cell.get("workload", r["key"].split("-")[0]),
-                     "variant": cell.get("variant"), "status": r["status"], "reason": r.get("reason"),
+        rows.append({"key": r["key"], "workload": r["cell"]["workload"], "variant": r["cell"]["variant"], "status": r["status"], "reason": r.get("reason"),
                      "start_ts": r["start_ts"], "seconds": r["seconds"], "first_step_s": r.get("first_step_s"),
                      "graphs_compiled": r.get("graphs_compiled"), "graphs_loaded": r.get("graphs_loaded"),
                      "git_commit": r.get("env", {}).get("git_commit")})

@@ -2,9 +2,10 @@
 folder the matrix will load (one per combination of traced knobs, workloads/compiled.py), several
 at once.
 
-Why: a cold compile costs 14-52 s of CPU-bound work per folder (dynamo, AOTAutograd, inductor,
-Triton), about 30 folders in the gpu preset; one after another they took longer than every eager
-cell of the matrix together. Each folder is built by its own process (a fresh CUDA context and
+Why: a cold compile is tens of seconds of host work per folder (dynamo, AOTAutograd, inductor,
+Triton), mostly on one core, and the gpu preset has dozens of folders; one after another, in the
+cells' first steps, they cost more than the eager cells (the report's "What the matrix took to
+run" gives the figures per machine). Each folder is built by its own process (a fresh CUDA context and
 dynamo state), `parallel` at a time; the cells then load their graphs (seconds). A folder whose
 build fails is recorded with its reason; its cells compile in their own first step, as without
 this stage.
@@ -12,6 +13,7 @@ this stage.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -23,7 +25,6 @@ from workloads.cli import write_json
 
 def build(spec: dict, out: Path, threads: int) -> dict:
     """One cache folder, by a child process; its record (written to `out`, its output beside it)."""
-    import os
     env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": str(threads)}  # Triton's workers: the host's share
     cmd = [sys.executable, "-m", "workloads.cli", "compile", "--spec", json.dumps(spec), "--out", str(out)]
     t0 = time.time()
@@ -31,7 +32,9 @@ def build(spec: dict, out: Path, threads: int) -> dict:
         code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
     if code or not out.exists():  # the child died before it could say why
         why = f"process died (signal {-code})" if code < 0 else f"process exited with status {code}"
-        write_json(out, {"key": out.stem, "status": "failed", "reason": why, "start_ts": t0, "seconds": time.time() - t0})
+        cell = {k: spec[k] for k in ("workload", "variant", "profiler", "rep")}
+        write_json(out, {"key": out.stem, "cell": cell, "status": "failed", "reason": why, "start_ts": t0,
+                         "seconds": time.time() - t0})
     return json.loads(out.read_text())
 
 
