@@ -279,9 +279,11 @@ def compile_table(paths) -> pd.DataFrame:
         rows.append({"key": r["key"], "workload": r["cell"]["workload"], "variant": r["cell"]["variant"], "status": r["status"], "reason": r.get("reason"),
                      "start_ts": r["start_ts"], "seconds": r["seconds"], "first_step_s": r.get("first_step_s"),
                      "graphs_compiled": r.get("graphs_compiled"), "graphs_loaded": r.get("graphs_loaded"),
-                     "git_commit": r.get("env", {}).get("git_commit")})
+                     "git_commit": r.get("env", {}).get("git_commit"), "stage_ts": r.get("stage_ts"),
+                     "stage_s": r.get("stage_s")})
     return pd.DataFrame(rows, columns=["key", "workload", "variant", "status", "reason", "start_ts", "seconds",
-                                       "first_step_s", "graphs_compiled", "graphs_loaded", "git_commit"])
+                                       "first_step_s", "graphs_compiled", "graphs_loaded", "git_commit",
+                                       "stage_ts", "stage_s"])
 
 
 def main(run_paths, skipped: list[dict], out_dir, compiles=()) -> pd.DataFrame:

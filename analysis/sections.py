@@ -281,19 +281,22 @@ def steps_alone(ran: pd.DataFrame) -> str:
 
 
 def compile_stage(compiles: pd.DataFrame) -> str:
-    """The compile stage (workloads/precompile.py), per run of it (its records' git commit): the
-    cache folders it built, at most how many at once, its wall time from the first start to the last
-    end, the processes' time summed; the folders that failed and why."""
+    """The compile stage (workloads/precompile.py), per run of it (its records' `stage_ts`; the git
+    commit for records without one): the cache folders it built, for which workloads, at most how
+    many at once, its wall time, the processes' time summed; the folders that failed and why."""
     if compiles.empty:
         return ""
     lines = []
-    for commit, g in compiles.groupby(compiles.git_commit.fillna("unknown"), sort=False):
+    run = compiles.stage_ts.fillna(compiles.git_commit).fillna("unknown")
+    for _, g in compiles.groupby(run, sort=False):
         ends = g.start_ts + g.seconds
         at_once = max(((g.start_ts <= t) & (ends > t)).sum() for t in g.start_ts)
+        wall = g.stage_s.max() if g.stage_s.notna().any() else ends.max() - g.start_ts.min()
         failed = g[g.status != "ok"]
-        lines.append(f"\nThe compile stage (commit `{commit}`) built {len(g) - len(failed)} of {len(g)} torch.compile "
-                     f"cache folders before the first sweep, up to {at_once} at once: {num(ends.max() - g.start_ts.min())} s "
-                     f"from its first start to its last end, {num(g.seconds.sum())} s of its processes' time summed; "
+        lines.append(f"\nThe compile stage (commit `{g.git_commit.dropna().iloc[0] if g.git_commit.notna().any() else 'unknown'}`, "
+                     f"{', '.join(sorted(g.workload.unique()))}) built {len(g) - len(failed)} of {len(g)} torch.compile "
+                     f"cache folders before the first sweep, up to {at_once} at once: {num(wall)} s of wall time, "
+                     f"{num(g.seconds.sum())} s of its processes' time summed; "
                      f"per folder {num(g.seconds.median())} s [{num(g.seconds.min())}, {num(g.seconds.max())}].\n")
         lines += [f"- `{r.key}` ({r.workload}/{r.variant}) failed: {r.reason}; its cells compile in their first step\n"
                   for r in failed.itertuples()]

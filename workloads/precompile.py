@@ -39,13 +39,18 @@ def build(spec: dict, out: Path, threads: int) -> dict:
 
 
 def stage(jobs: list[tuple[dict, Path]], parallel: int, cores: int) -> list[dict]:
-    """Build every folder, `parallel` at a time; the records, in the jobs' order."""
+    """Build every folder, `parallel` at a time; the records, in the jobs' order, each with the
+    stage's start and wall time (`stage_ts`, `stage_s`: which run of the stage built it)."""
+    stage_ts = time.time()
     for _, out in jobs:
         out.parent.mkdir(parents=True, exist_ok=True)
     threads = max(1, cores // max(1, parallel))
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         records = list(pool.map(lambda job: build(*job, threads), jobs))
-    for r in records:
+    stage_s = time.time() - stage_ts  # the stage's wall time, its children's starts included
+    for r, (_, out) in zip(records, jobs):
+        r.update(stage_ts=stage_ts, stage_s=stage_s)
+        write_json(out, r)
         print(f"{r['key']}: {r['status']} in {r['seconds']:.1f} s" + (f" ({r['reason']})" if r["reason"] else ""),
               file=sys.stderr)
     return records
