@@ -191,3 +191,20 @@ def test_the_host_cuda_calls_of_an_nsys_run_are_tabled_by_thread(tmp_path):
     top = sorted(recorded, key=lambda c: -c["ms_per_step"])[:5]
     assert [r[1] for r in rows] == [re.sub(r"_v\d+$", "", c["name"]) for c in top]
     assert [r[3] == "yes" for r in rows] == [c["waits"] for c in top]
+
+
+def test_compile_stage_line_per_run_of_the_stage_on_h200_records():
+    """Two runs of the compile stage on a fresh H200 at one commit (tests/data/h200-compiles), one
+    per workload's sweep: one line each, with its own folders and wall time, not one line per
+    commit that would merge them and the time between them."""
+    from analysis import sections
+    compiles = aggregate.compile_table(sorted((Path(__file__).parent / "data" / "h200-compiles").glob("*.json")))
+    assert compiles.git_commit.nunique() == 1 and compiles.stage_ts.nunique() == 2
+    assert (compiles.graphs_loaded == 0).all() and (compiles.graphs_compiled > 0).all()  # an empty cache
+    lines = [line for line in sections.compile_stage(compiles).splitlines() if line]
+    assert len(lines) == 2
+    for w, g in compiles.groupby("workload"):
+        line = next(line for line in lines if f", {w}) built" in line)
+        assert f"built {len(g)} of {len(g)} " in line and f"{num(g.stage_s.iloc[0])} s of wall time" in line
+        at_once = int(re.search(r"up to (\d+) at once", line).group(1))
+        assert 1 < at_once <= 4 and g.stage_s.iloc[0] < g.seconds.sum()  # built side by side
