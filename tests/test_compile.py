@@ -3,7 +3,13 @@ CPU): here it compiles a small ViT for real and trains with it; and a model that
 capture is caught rather than reported as compiled."""
 import json
 import math
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -202,3 +208,25 @@ def test_the_warm_up_lasts_until_torch_compile_stops_building_graphs(compile_con
     record = harness.run(spec, out_dir=tmp_path)
     assert record["status"] == "ok", record.get("reason")
     assert 3 <= len(record["warmup_steps"]) <= harness.warmup_limit(spec)
+
+
+@pytest.mark.slow
+def test_a_compile_stage_stopped_by_a_signal_records_no_failure(compile_config, tmp_path):
+    """A time limit's SIGINT to the stage and its children (one process group, as `timeout` and
+    snakemake send it) mid-compile: the stage exits with an error and writes no record, so its
+    folders are not taken for compile faults and are built again."""
+    spec = spec_of(compile_config, "vit_b_16", "compile")
+    spec["params"].update(image_size=32, batch_size=2)
+    bf16 = {**spec, "knobs": {**spec["knobs"], "precision": "amp-bf16"}}
+    jobs = [[s, str(tmp_path / f"{compiled.cache_key(s)}.json")] for s in (spec, bf16)]
+    jobs.append([spec, str(tmp_path / "queued.json")])  # waits for a free slot: never starts
+    env = {**os.environ, compiled.CACHE_ENV: str(tmp_path / "inductor")}
+    proc = subprocess.Popen([sys.executable, "-m", "workloads.cli", "compile", "--jobs", json.dumps(jobs),
+                             "--parallel", "2"], env=env, start_new_session=True)
+    logs = [Path(out).with_suffix(".log") for _, out in jobs[:2]]
+    deadline = time.time() + 120
+    while not all(p.exists() and p.stat().st_size for p in logs) and time.time() < deadline:
+        time.sleep(0.2)  # both children started and writing: mid-compile
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) != 0
+    assert all(p.exists() for p in logs) and not list(tmp_path.glob("*.json"))
