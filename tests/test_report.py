@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import aggregate, report
+from analysis import aggregate, report, sections
 from analysis.tables import num
 
 H200 = sorted((Path(__file__).parent / "data" / "h200-timing").glob("*.json"))
@@ -197,7 +197,6 @@ def test_compile_stage_line_per_run_of_the_stage_on_h200_records():
     """Two runs of the compile stage on a fresh H200 at one commit (tests/data/h200-compiles), one
     per workload's sweep: one line each, with its own folders and wall time, not one line per
     commit that would merge them and the time between them."""
-    from analysis import sections
     compiles = aggregate.compile_table(sorted((Path(__file__).parent / "data" / "h200-compiles").glob("*.json")))
     assert compiles.git_commit.nunique() == 1 and compiles.stage_ts.nunique() == 2
     assert (compiles.graphs_loaded == 0).all() and (compiles.graphs_compiled > 0).all()  # an empty cache
