@@ -269,15 +269,20 @@ COST_HEAD = ("Each run's own clock: from the cell's start to its record (under n
              "recorded before the pipeline timed them count in `runs` and their first steps alone.\n\n")
 
 
-def steps_alone(ran: pd.DataFrame) -> str:
+def steps_alone(ran: pd.DataFrame, cells: pd.DataFrame) -> str:
     """What the timing runs spent in their steps alone (warm-up and measured steps: their time less
-    the first step and the setup), which no cache or stage can shorten."""
+    the first step and the setup), which no cache or stage can shorten; and what the matrix's timing
+    runs (every repetition of every cell this machine runs) need at that average, on one GPU."""
     t = ran[(ran.profiler == "timing") & ran[["seconds", "first_step_s", "setup_s"]].notna().all(axis=1)]
     if t.empty:
         return ""
     steps = t.seconds - t.first_step_s - t.setup_s
+    n = ((cells.profiler == "timing") & (cells.status != "skipped")).sum()
     return (f"\nThe timing runs' steps alone (warm-up and measured steps: each run's time less its first step "
-            f"and its setup): {num(steps.sum())} s over {len(t)} runs, {num(steps.mean())} s a run on average.\n")
+            f"and its setup): {num(steps.sum())} s over {len(t)} runs, {num(steps.mean())} s a run on average. "
+            f"The matrix holds {n} timing runs on this machine (its cells times their repetitions, less those "
+            f"it skips here): at that average their steps alone take {num(n * steps.mean())} s one after another "
+            f"on one GPU, before any setup, first step, compile stage or profiled cell.\n")
 
 
 def compile_stage(compiles: pd.DataFrame) -> str:
@@ -326,7 +331,7 @@ def cost_section(cells: pd.DataFrame, compiles: pd.DataFrame | None = None) -> s
     df["time (s)"] = [("" if not t else num(x) + ("" if t == n else f" ({t} runs)"))
                       for x, t, n in zip(df["time (s)"], df.timed, df.runs)]
     stage = compile_stage(compiles) if compiles is not None else ""
-    return COST_HEAD + table(df.drop(columns="timed")) + steps_alone(ran) + compile_floor(ran) + stage
+    return COST_HEAD + table(df.drop(columns="timed")) + steps_alone(ran, cells) + compile_floor(ran) + stage
 
 
 def compile_floor(ran: pd.DataFrame) -> str:

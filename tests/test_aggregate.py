@@ -177,3 +177,7 @@ def test_a_run_that_compiled_its_graphs_counts_once_per_cache_folder(tmp_path):
     steps = (timed.seconds - timed.first_step_s - timed.setup_s)
     assert len(timed) >= 2 and (steps > 0).all()
     assert f"{steps.sum():.3g} s over {len(timed)} runs, {steps.mean():.3g} s a run on average" in text
+    # the matrix's timing runs at that average: every timing row this machine does not skip
+    n = ((cells.profiler == "timing") & (cells.status != "skipped")).sum()
+    assert n >= len(timed) and f"holds {n} timing runs on this machine" in text
+    assert f"take {n * steps.mean():.3g} s one after another" in text
