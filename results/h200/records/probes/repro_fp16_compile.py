@@ -1,6 +1,8 @@
 """transformer_lm's AMP fp16 + torch.compile NaN, without the suite: the same model (pre-norm
 encoder layers, causal SDPA), the same tokens (Zipf unigrams, half followed by a fixed successor),
-SGD with momentum 0.9 at lr 0.05, GradScaler, torch.compile's default mode. Only torch and numpy.
+SGD with momentum 0.9 at lr 0.05, GradScaler, torch.compile's default mode. Only torch and numpy:
+the model is a copy of workloads/transformer_lm.py's, so that the script runs (and can be filed
+upstream) on its own.
 
     python3 repro_fp16_compile.py [--dtype fp16|bf16] [--layers 6] [--steps 30] [--eager]
 
