@@ -99,3 +99,28 @@ def test_pending_lists_the_cells_without_a_record_each_with_why(tmp_path, monkey
     assert reasons[("resnet50", "lazy-sync", "timing", 0)] == "ran with a stale cache"
     assert reasons[("lstm", "dali", "timing", 0)] == "DALI decodes images; lstm reads tokens"
     assert reasons[("resnet50", "compile", "timing", 0)].startswith("compile is off in the cpu preset")
+
+
+@pytest.mark.parametrize("where,value,pattern", [
+    (("cpu", "workloads", "resnet50"), {"batch_size": -8}, r"presets\.cpu\.workloads\.resnet50\.batch_size: -8 must be greater than 0"),
+    (("cpu", "workloads", "resnet50"), {"batch_size": 0}, r"batch_size: 0 must be greater than 0"),
+    (("cpu", "workloads", "resnet50"), {"batch_size": 2.5}, r"batch_size: 2\.5 is not an integer"),
+    (("cpu", "workloads", "resnet50"), {"batch_sise": 8}, r"batch_sise: unknown size; resnet50 has batch_size, image_size, lr"),
+    (("cpu", "workloads", "resnet50"), {"batch_size": 4096}, r"batch_size: 4096 makes a step of 4096 samples, more than the 48"),
+    (("cpu", "workloads", "alexnet"), {"batch_size": 8}, r"presets\.cpu\.workloads: unknown name 'alexnet'"),
+    (("gpu", "profile", "nsys"), {"variants": ["baseline", "turbo"]}, r"presets\.gpu\.profile\.nsys\.variants: unknown name 'turbo'"),
+    (("cpu", "profile", "torch"), {"workloads": ["alexnet"]}, r"presets\.cpu\.profile\.torch\.workloads: unknown name 'alexnet'"),
+])
+def test_every_value_a_cell_uses_is_checked_before_anything_runs(where, value, pattern):
+    c = _load(preset="cpu")
+    preset, section, name = where
+    c["presets"][preset].setdefault(section, {})[name] = value
+    with pytest.raises(ConfigError, match=pattern):
+        matrix.resolve(c)
+
+
+def test_a_preset_with_more_classes_than_images_is_refused():
+    c = _load(preset="cpu")
+    c["presets"]["cpu"]["classes"] = 100
+    with pytest.raises(ConfigError, match=r"presets\.cpu\.classes: 100 classes need at least as many images, not 48"):
+        matrix.resolve(c)

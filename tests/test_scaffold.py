@@ -31,11 +31,34 @@ def test_scaffolded_workload_registers_trains_and_passes_its_test(tmp_path, cpu_
     assert record["status"] == "ok", record["reason"]
 
 
+@pytest.mark.parametrize("kind", ["vision", "sequence"])
+def test_the_scaffold_prompts_for_knob_reason_and_its_example_skips_compile(tmp_path, isolated_registry, kind):
+    """A model on nn.LSTM or nn.GRU inherits compile on a GPU unless knob_reason says it cannot act:
+    the file prompts for the override, defers to the base class as written, and its example,
+    uncommented, skips compile with its reason."""
+    from workloads import config, variants
+    gpu = variants.Machine("gpu", cuda=True)
+    as_written, edited = (scaffold.new(f"{kind}_{n}", kind, tmp_path)[0] for n in ("as_written", "edited"))
+    text = as_written.read_text()
+    assert "def knob_reason(cls, knob, value, cuda):" in text and "TODO override when a knob cannot act" in text
+    assert "nn.GRU" in text and "workloads/lstm.py" in text
+    edited.write_text(edited.read_text().replace("        # if knob", "        if knob")
+                      .replace("        #     return", "            return"))
+    (name_as_written,), (name_edited,) = workloads.load_file(as_written), workloads.load_file(edited)
+    assert variants.resolve("compile", workloads.get(name_as_written), config.load(), gpu)[1] is None
+    knobs, reason = variants.resolve("compile", workloads.get(name_edited), config.load(), gpu)
+    assert knobs is None and reason.startswith("torch.compile does not trace nn.GRU")
+
+
+def test_the_next_steps_name_the_knob_reason_override():
+    assert "knob_reason" in scaffold.NEXT_STEPS and "nn.GRU" in scaffold.NEXT_STEPS
+
+
 def test_scaffold_refuses_to_overwrite_or_shadow(tmp_path):
     scaffold.new("mine", "vision", tmp_path)
     with pytest.raises(FileExistsError, match="mine.py exists"):
         scaffold.new("mine", "vision", tmp_path)
-    with pytest.raises(ValueError, match="'harness' is the name of a module of the harness"):
+    with pytest.raises(ValueError, match="'harness' is the name of a module of the project"):
         scaffold.new("harness", "vision", tmp_path)
     with pytest.raises(ValueError, match="use lower case letters"):
         scaffold.new("My-Model", "vision", tmp_path)
@@ -58,7 +81,8 @@ class Good(VisionWorkload):
     (lambda s: s.replace("    def build_model(self):\n        return torchvision.models.resnet18(num_classes=2)\n", ""),
      "workload class Good is missing: def build_model(self)"),
     (lambda s: s.replace('{"batch_size": 2}}', '{}}'), "defaults['gpu'] needs a batch_size"),
-    (lambda s: s.replace("@register\n", ""), "registers no workload"),
+    (lambda s: s.replace("@register\n", ""), "defines workload Good but registers none"),
+    (lambda s: s.replace('name = "broken"', 'name = "../evil"'), "name '../evil' is not a Python identifier"),
     (lambda s: s.replace("(VisionWorkload)", "(object)"), "must subclass VisionWorkload or SequenceWorkload"),
     (lambda s: s.replace("def build_model(self):", "def build_model(self)"), "cannot be imported: SyntaxError"),
     (lambda s: s.replace('name = "broken"', 'name = "resnet50"'), "the name 'resnet50' is taken by workloads.resnet50"),

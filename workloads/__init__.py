@@ -12,7 +12,6 @@ from pathlib import Path
 from workloads.base import REGISTRY, Workload, WorkloadError
 
 HERE = Path(__file__).resolve().parent
-_SHARED = {"base", "cli", "compiled", "config", "data", "ddp", "harness", "matrix", "precompile", "variants", "loaders", "probe", "scaffold", "sweep"}
 
 
 def load_file(path: str | Path) -> list[str]:
@@ -34,16 +33,19 @@ def load_file(path: str | Path) -> list[str]:
         sys.modules.pop(module, None)
         raise WorkloadError(f"{path}: cannot be imported: {type(e).__name__}: {e}") from e
     added = sorted(set(REGISTRY) - before)
-    if not added:
+    unregistered = [c.__name__ for c in vars(mod).values() if isinstance(c, type) and issubclass(c, Workload)
+                    and c.__module__ == module and c.name and c not in REGISTRY.values()]
+    if unregistered:
         sys.modules.pop(module, None)
-        raise WorkloadError(f"{path}: registers no workload (decorate a VisionWorkload or "
-                            f"SequenceWorkload subclass with @register)")
+        raise WorkloadError(f"{path}: defines workload {', '.join(unregistered)} but registers none (decorate it "
+                            f"with @register)")
     return added
 
 
 def _discover() -> None:
+    """Every module of this folder; those that register a workload are workloads, the rest helpers."""
     for path in sorted(HERE.glob("*.py")):
-        if path.stem not in _SHARED and not path.stem.startswith("_"):
+        if not path.stem.startswith("_"):
             load_file(path)
 
 

@@ -38,6 +38,9 @@ def register(cls: type["Workload"]) -> type["Workload"]:
         missing.append("def build_model(self)")
     if missing:
         raise WorkloadError(f"{origin} is missing: {', '.join(missing)}")
+    if not cls.name.isidentifier():
+        raise WorkloadError(f"{origin}: name {cls.name!r} is not a Python identifier (it names folders and "
+                            f"config keys: letters, digits and _)")
     for preset in ("cpu", "gpu"):
         if "batch_size" not in cls.defaults.get(preset, {}):
             raise WorkloadError(f"{origin}: defaults['{preset}'] needs a batch_size")

@@ -36,7 +36,72 @@ def resolve(config: dict) -> dict:
     unknown = [f for f in config.get("stages", {}).get("fixes", []) if f not in config["fixes"]]
     if unknown:
         raise ConfigError(f"stages.fixes: unknown fix {', '.join(map(repr, unknown))}; known: {', '.join(config['fixes'])}")
+    check_names(config, known)
+    check_sizes(config)
     return config
+
+
+def _unknown(key: str, chosen, known: list[str]) -> None:
+    bad = [n for n in ([] if chosen == "all" else chosen) if n not in known]
+    if bad:
+        raise ConfigError(f"{key}: unknown name {', '.join(map(repr, bad))}; known: {', '.join(known)}")
+
+
+def check_names(config: dict, known: dict) -> None:
+    """Every name a preset lists (its variants, its profile lists, its workload sizes) is known."""
+    for preset, p in config["presets"].items():
+        _unknown(f"presets.{preset}.variants", p.get("variants", []), known["variants"])
+        _unknown(f"presets.{preset}.workloads", list(p.get("workloads", {})), known["workloads"])
+        for profiler, chosen in p.get("profile", {}).items():
+            for key in ("variants", "workloads"):
+                _unknown(f"presets.{preset}.profile.{profiler}.{key}", chosen.get(key, "all"), known[key])
+    for section in ("stages", "scaling"):
+        _unknown(f"{section}.workloads", config.get(section, {}).get("workloads", []), known["workloads"])
+
+
+def check_sizes(config: dict) -> None:
+    """A workload's sizes in every preset: keys it has, positive numbers of its defaults' types;
+    in the preset that runs, a batch the generated dataset can fill."""
+    for preset, p in config["presets"].items():
+        if p["classes"] > p["images"]:
+            raise ConfigError(f"presets.{preset}.classes: {p['classes']} classes need at least as many images, "
+                              f"not {p['images']}")
+        for name in config["workloads"]:
+            workload = workloads.get(name)
+            defaults = workload.defaults.get(preset, {})
+            for key, value in p.get("workloads", {}).get(name, {}).items():
+                where = f"presets.{preset}.workloads.{name}.{key}"
+                if key not in defaults:
+                    raise ConfigError(f"{where}: unknown size; {name} has {', '.join(sorted(defaults))}")
+                kind = int if isinstance(defaults[key], int) else float
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or kind is int and not isinstance(value, int):
+                    raise ConfigError(f"{where}: {value!r} is not {'an integer' if kind is int else 'a number'}")
+                if value <= 0:
+                    raise ConfigError(f"{where}: {value!r} must be greater than 0")
+    _check_batch_fits(config)
+
+
+def _largest_batch(config: dict, workload: type[workloads.Workload]) -> int:
+    """The most samples one step of the chosen variants takes (batch_scale, data-parallel ranks)."""
+    machine = Machine(config["preset"], config["cuda"], config.get("gpus"))
+    most = 1
+    for v in config["variants"]:
+        knobs = variants.resolve(v, workload, config, machine)[0] if variants.in_scope(config, workload.name, v) else None
+        most = max(most, knobs["batch_scale"] * max(1, knobs["ddp"])) if knobs else most
+    return params(config, workload)["batch_size"] * most
+
+
+def _check_batch_fits(config: dict) -> None:
+    preset = config["presets"][config["preset"]]
+    for name in config["workloads"]:
+        workload = workloads.get(name)
+        if name in config.get("datasets", {}):
+            continue  # a user's dataset is checked when it is read
+        p, batch = params(config, workload), _largest_batch(config, workload)
+        samples = preset["images"] if workload.data == "images" else (preset["tokens"] - 1) // p.get("seq_len", 1)
+        if batch > samples:
+            raise ConfigError(f"presets.{config['preset']}.workloads.{name}.batch_size: {p['batch_size']} makes a step "
+                              f"of {batch} samples, more than the {samples} of the generated dataset")
 
 
 def data_path(config: dict, workload: type[workloads.Workload]) -> Path:

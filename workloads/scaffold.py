@@ -5,6 +5,20 @@ import keyword
 import re
 from pathlib import Path
 
+# Both kinds end with the knob_reason override: a knob that cannot act on the model must skip
+# its cells with why, or they run as something else (a compile variant that trains eagerly).
+KNOB_REASON = '''
+    @classmethod
+    def knob_reason(cls, knob, value, cuda):
+        # TODO override when a knob cannot act on this model: return why, and its cells are skipped
+        # with that reason instead of measured as something they are not. A model built on nn.LSTM,
+        # nn.GRU or nn.RNN: torch.compile does not trace them (dynamo's allow_rnn is off) and they
+        # run eager, so skip compile as workloads/lstm.py does, e.g.:
+        # if knob == "compile" and value:
+        #     return "torch.compile does not trace nn.GRU (dynamo's allow_rnn is off): it would run eager"
+        return super().knob_reason(knob, value, cuda)
+'''
+
 VISION = '''"""{title}: TODO say what this workload is and why it is in the study."""
 import torchvision
 
@@ -24,7 +38,7 @@ class {cls}(VisionWorkload):
     def build_model(self):
         # TODO return your model; self.params holds the sizes above plus num_classes (from the data)
         return torchvision.models.resnet18(num_classes=self.params["num_classes"])
-'''
+''' + KNOB_REASON
 
 SEQUENCE = '''"""{title}: TODO say what this workload is and why it is in the study."""
 from torch import nn
@@ -57,7 +71,7 @@ class {cls}(SequenceWorkload):
     def build_model(self):
         # TODO self.params holds the sizes above; vocab covers every token id in the data
         return Model(self.params["vocab"])
-'''
+''' + KNOB_REASON
 
 TEST = '''"""{name}: what is particular to this workload. (tests/test_registry.py already trains every
 registered workload for two steps in the baseline and the optimized variant.)"""
@@ -82,11 +96,11 @@ KINDS = {
 
 def new(name: str, kind: str, root: str | Path = ".") -> list[Path]:
     """Write workloads/<name>.py and tests/test_workload_<name>.py under root; refuse to overwrite."""
-    from workloads import _SHARED
+    from workloads import HERE
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name):
         raise ValueError(f"workload name {name!r}: use lower case letters, digits and _ (a Python module name)")
-    if name in _SHARED:
-        raise ValueError(f"workload name {name!r} is the name of a module of the harness; choose another")
+    if (HERE / f"{name}.py").exists():
+        raise ValueError(f"workload name {name!r} is the name of a module of the project; choose another")
     template, extra, x, shape = KINDS[kind]
     cls = "".join(part.capitalize() for part in name.split("_"))
     root = Path(root)
@@ -102,7 +116,9 @@ def new(name: str, kind: str, root: str | Path = ".") -> list[Path]:
 
 
 NEXT_STEPS = """Wrote {files}.
-Fill in the TODOs in {workload}: the model in build_model(), the sizes per preset, cnn for vision.
+Fill in the TODOs in {workload}: the model in build_model(), the sizes per preset, cnn for vision,
+and knob_reason for a knob that cannot act on the model (nn.LSTM, nn.GRU or nn.RNN: skip compile,
+which leaves them eager; see workloads/lstm.py).
 Then:
   trainperf run {name} baseline --preset cpu        # one cell by hand
   python -m pytest -q tests -k {name}               # its smoke test and the registry walk
