@@ -40,9 +40,13 @@ LOSS_STEPS = 3  # common steps the loss check averages over
 
 
 def load_records(paths) -> list[dict]:
-    """Run records, from their files or from a sweep's list of them ({'records': [paths]})."""
+    """Run records: from their files, a sweep's list of them ({'records': [paths]}), or a folder
+    (every metrics.json under it: what a machine's runs hold, whichever pipeline made them)."""
     records = []
     for path in paths:
+        if Path(path).is_dir():
+            records += load_records(sorted(Path(path).rglob("metrics.json")))
+            continue
         try:
             obj = json.loads(Path(path).read_text())
         except (OSError, json.JSONDecodeError) as e:
@@ -89,7 +93,7 @@ def cache_folder(record: dict) -> str:
     if record.get("compile_cache"):
         return record["compile_cache"]
     from workloads.compiled import cache_key  # imports torch: only for the records that need it
-    from workloads.sweep import KNOBS_ADDED
+    from workloads.record import KNOBS_ADDED
     spec = record["spec"]
     return cache_key({**spec, "knobs": {**KNOBS_ADDED, **spec["knobs"]}})
 
@@ -228,8 +232,9 @@ def overheads(summary: pd.DataFrame) -> list[dict]:
 
 
 def loss_flags(summary: pd.DataFrame) -> pd.DataFrame:
-    """Variants whose final loss is worse than the baseline's by more than LOSS_TOLERANCE %."""
-    rows = summary[summary["metric"] == "loss_vs_baseline"]
+    """Variants whose final loss is worse than the baseline's by more than LOSS_TOLERANCE %, in
+    their timing runs: the runs the report's loss column shows (a profiled run is its own cell)."""
+    rows = summary[(summary["metric"] == "loss_vs_baseline") & (summary["profiler"] == "timing")]
     return rows[rows["median"] > LOSS_TOLERANCE]
 
 

@@ -106,13 +106,12 @@ class WrappingObserver:
     def finish(self, spec: dict, out: Path, returncode: int, output: str, wall_s: float) -> None:
         """Merge the tool's findings into the run's record and write it to `out` (or record why
         there are none)."""
-        from workloads.cli import write_json
+        from workloads import record as records
         out, staged = Path(out), self.staged(out)
         try:
             record = json.loads(staged.read_text())
         except (OSError, ValueError):
-            keys = {k: spec[k] for k in ("workload", "variant", "profiler", "rep")}
-            record = {"keys": keys, "spec": spec, "status": "failed", "reason": self.failure(output)}
+            record = records.failed(spec, self.failure(output))
         if record["status"] == "ok" and self.refused(output):
             record.update(status="failed", reason=self.refused(output))
         elif record["status"] == "ok":
@@ -128,5 +127,5 @@ class WrappingObserver:
             record["reason"] = self.failure(output)
         if record["status"] != "ok":
             record.setdefault("log_tail", output.strip().splitlines()[-8:])
-        write_json(out, record)
+        records.keep(out, record)
         staged.unlink(missing_ok=True)

@@ -8,13 +8,7 @@ import sys
 from pathlib import Path
 
 
-def write_json(path: str | Path, obj) -> None:
-    """Write atomically: a reader sees the old file or the whole new one, never half of it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
-    os.replace(tmp, path)
+from workloads.record import write_json
 
 
 def _config(args) -> dict:
@@ -25,6 +19,7 @@ def _config(args) -> dict:
 
 def cmd_run(args) -> int:
     from workloads import harness, matrix
+    from workloads.record import keep
     if args.spec:
         spec = json.loads(args.spec)
     else:
@@ -40,7 +35,7 @@ def cmd_run(args) -> int:
     if ranks > 1 and record["status"] != "ok":
         record["reason"] = f"rank {rank} of {ranks}: {record['reason']}"
     if args.out and (rank == 0 or record["status"] != "ok"):  # rank 0 speaks for a DDP cell
-        write_json(args.out, record)
+        keep(args.out, record)
     elif not args.out and rank == 0:
         print(json.dumps({k: record[k] for k in ("keys", "status", "reason")} |
                          {"metrics": record.get("metrics", [])}, indent=1))
@@ -53,10 +48,29 @@ def cmd_run(args) -> int:
 
 def cmd_sweep(args) -> int:
     from workloads import sweep
-    jobs = [(spec, Path(out)) for spec, out in json.loads(args.jobs)]
+    listed = json.loads(Path(args.jobs_file).read_text() if args.jobs_file else args.jobs)
+    jobs = [(spec, Path(out)) for spec, out in listed]
     sweep.sweep(jobs)
-    write_json(args.out, {"records": [str(out) for _, out in jobs]})
+    write_json(args.out, {"records": [str(out) for _, out in jobs], "failed": sweep.failures(jobs)})
     return 0
+
+
+def cmd_check(args) -> int:
+    """Exit 1, naming them, where every cell a workload ran in these sweeps failed."""
+    ran, failed = {}, {}
+    for path in args.sweeps:
+        sweep = json.loads(Path(path).read_text())
+        for out in sweep["records"]:
+            ran.setdefault(Path(out).parts[-5], 0)
+            ran[Path(out).parts[-5]] += 1
+        for f in sweep.get("failed", []):
+            failed.setdefault(f["keys"]["workload"], []).append(f)
+    broken = [w for w, n in ran.items() if len(failed.get(w, [])) == n]
+    for w in broken:
+        first = failed[w][0]
+        print(f"trainperf: every cell of {w} failed ({len(failed[w])} cells; {first['keys']['variant']}: "
+              f"{first['reason']}); the records made before are kept", file=sys.stderr)
+    return 1 if broken else 0
 
 
 def cmd_compile(args) -> int:
@@ -74,8 +88,14 @@ def cmd_limits(args) -> int:
     from profiles import env, limits
     from workloads import harness
     chosen = {name: harness.workload_of(spec) for name, spec in json.loads(args.specs).items()}
-    device = torch.device("cuda" if env.has_cuda() else "cpu")
-    write_json(args.out, {**limits.measure(chosen, device), "env": env.fingerprint()})
+    device, fingerprint = torch.device("cuda" if env.has_cuda() else "cpu"), env.fingerprint()
+    measured = limits.measure(chosen, device, fingerprint, Path(args.peaks) if args.peaks else None)
+    if args.peaks:  # the workloads counted before stay: a run of some workloads adds to the others
+        kept = Path(args.peaks).with_name("flops.json")
+        flops = {**(json.loads(kept.read_text()) if kept.is_file() else {}), **measured["flops_per_sample"]}
+        write_json(kept, flops)
+        measured["flops_per_sample"] = dict(sorted(flops.items()))
+    write_json(args.out, {**measured, "env": fingerprint})
     return 0
 
 
@@ -182,9 +202,14 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--config", default=CONFIG)
     pr.set_defaults(func=cmd_probe)
     s = sub.add_parser("sweep", help="run several cells in one process (what the Snakefile calls)")
-    s.add_argument("--jobs", required=True, help="JSON list of [spec, record path] pairs")
+    jobs = s.add_mutually_exclusive_group(required=True)
+    jobs.add_argument("--jobs", help="JSON list of [spec, record path] pairs")
+    jobs.add_argument("--jobs-file", help="a file holding that list (what the Snakefile passes)")
     s.add_argument("--out", required=True, help="write the list of records here when all are done")
     s.set_defaults(func=cmd_sweep)
+    ch = sub.add_parser("check", help="fail where every cell of a workload failed in the given sweeps")
+    ch.add_argument("sweeps", nargs="*", help="the sweeps' outputs (runs/<machine>/sweeps/*.json)")
+    ch.set_defaults(func=cmd_check)
     c = sub.add_parser("compile", help="build torch.compile's cache for compiled cells before they are timed")
     c.add_argument("--jobs", help="JSON list of [spec, record path] pairs: one per cache folder (the compile stage)")
     c.add_argument("--parallel", type=int, default=1, help="folders built at once (default 1)")
@@ -194,6 +219,8 @@ def parser() -> argparse.ArgumentParser:
     li = sub.add_parser("limits", help="model FLOPs per step and this machine's matmul peaks")
     li.add_argument("--specs", required=True, help="JSON: workload name -> one of its cell specs")
     li.add_argument("--out", required=True)
+    li.add_argument("--peaks", help="JSON file of the peaks measured on this machine, one per set of runs "
+                    "(same environment, commit and day): this set's is reused, else measured and added")
     li.set_defaults(func=cmd_limits)
     d = sub.add_parser("data", help="generate a dataset")
     d.add_argument("kind", choices=["images", "tokens"])

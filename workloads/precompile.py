@@ -23,7 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from workloads.cli import write_json
+from workloads.record import write_json
 
 _stopping = threading.Event()  # set by a signal to the stage: its children die of that signal too
 

@@ -25,31 +25,14 @@ import sys
 import time
 from pathlib import Path
 
-from workloads.cli import write_json
+from workloads import record
 
 FAILED_CHILD = 3  # a child's exit status after a failed cell: go on with a fresh child
 
 
-# Knobs added after records were first made, each with the value that does what the code did
-# before the knob existed: a record without the knob is the same run as a spec with that value.
-KNOBS_ADDED = {"sdpa_backend": "auto", "compile_optimizer": False, "batch_scale": 1, "dali_jpeg_buffers": False,
-               "eager_pooling": False}
-
-
-def same_run(recorded: dict | None, spec: dict) -> bool:
-    """Does a record's spec describe this cell? (cell_hash is a digest of the spec: not compared.)"""
-    if not recorded or "knobs" not in recorded:
-        return False
-    added = {k: v for k, v in KNOBS_ADDED.items() if k in spec["knobs"] and k not in recorded["knobs"]}
-    recorded = {**recorded, "knobs": {**recorded["knobs"], **added}}
-    return {**recorded, "cell_hash": None} == {**spec, "cell_hash": None}
-
-
 def done(spec: dict, out: Path) -> bool:
-    try:
-        return same_run(json.loads(Path(out).read_text()).get("spec"), spec)
-    except (OSError, ValueError):
-        return False
+    """Has this spec run at `out` (trained or failed)?"""
+    return record.latest(spec, out) is not None
 
 
 def run_cells(jobs: list[tuple[dict, Path]]) -> int:
@@ -57,13 +40,13 @@ def run_cells(jobs: list[tuple[dict, Path]]) -> int:
     import torch
     from workloads import harness
     for spec, out in jobs:
-        record = harness.run(spec, out_dir=out.parent)
-        write_json(out, record)
+        result = harness.run(spec, out_dir=out.parent)
+        record.keep(out, result)
         gc.collect()
         torch._dynamo.reset()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        if record["status"] != "ok":
+        if result["status"] != "ok":
             return FAILED_CHILD
     return 0
 
@@ -115,8 +98,7 @@ def launched_cell(spec: dict, out: Path) -> int:
     try:
         prefix = observer.command(spec, out.parent) if observer else []
     except (ValueError, OSError) as e:
-        keys = {k: spec[k] for k in ("workload", "variant", "profiler", "rep")}
-        write_json(out, {"keys": keys, "spec": spec, "status": "failed", "reason": str(e)[:400]})
+        record.keep(out, record.failed(spec, str(e)))
         return 0
     target = observer.staged(out) if observer else out
     cmd = [*prefix, *ddp.launcher(processes(spec)), "workloads.cli", "run", "--spec", json.dumps(spec), "--out", str(target)]
@@ -133,9 +115,7 @@ def launched_cell(spec: dict, out: Path) -> int:
 
 def died(spec: dict, out: Path, code: int, output: str = "") -> None:
     reason = f"process died (signal {code - 128})" if code > 128 else f"process exited with status {code}"
-    keys = {k: spec[k] for k in ("workload", "variant", "profiler", "rep")}
-    record = {"keys": keys, "spec": spec, "status": "failed", "reason": reason}
-    write_json(out, {**record, "log_tail": output.strip().splitlines()[-8:]} if output else record)
+    record.keep(out, record.failed(spec, reason, output))
 
 
 def sweep(jobs: list[tuple[dict, Path]]) -> None:
@@ -151,3 +131,9 @@ def sweep(jobs: list[tuple[dict, Path]]) -> None:
             died(*left[0], code)
             left = left[1:]
         pending = left
+
+
+def failures(jobs: list[tuple[dict, Path]]) -> list[dict]:
+    """The cells whose run of this spec failed: their keys and reason."""
+    latest = [record.latest(spec, out) for spec, out in jobs]
+    return [{"keys": r["keys"], "reason": r.get("reason")} for r in latest if r and r["status"] != "ok"]
