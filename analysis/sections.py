@@ -231,23 +231,38 @@ def scaling_section(summary, workload: str, names: list[str]) -> str:
     return table(pd.DataFrame(rows)) if rows else ""
 
 
+def peak_note(limits: dict) -> str:
+    """How the peaks were measured, where limits.json says (older ones do not)."""
+    peak = limits.get("peak")
+    if not peak:
+        return "measured on this machine"
+    repeats = max(len(r) for r in peak["repeats"].values())
+    return f"measured on this machine once for this set of runs ({peak['measured']}), the best of {repeats} repeats"
+
+
 def limits_section(summary, variants: pd.DataFrame, limits: dict, workload: str) -> str:
-    """Achieved model FLOP/s per variant against the matmul peak of its precision on this machine."""
+    """Achieved model FLOP/s per variant against the matmul peak of its precision on this machine;
+    no MFU where a run achieved more than the peak, which no run can: that peak was measured low."""
     per_sample = limits.get("flops_per_sample", {}).get(workload)
     if not per_sample:
         return ""
-    rows = []
+    rows, over = [], []
     for _, v in variants[variants.workload == workload].iterrows():
         r = metric(summary, workload, v.variant, "throughput")
         peak = limits["peak_tflops"].get(v.precision)
         if r is None or not peak:
             continue
         t = [x * per_sample / 1e12 for x in (r["median"], r["lo"], r["hi"])]
+        over += [(v.precision, v.variant)] if max(t) > peak else []
         rows.append({"variant": v.variant, "precision": v.precision, "achieved (TFLOP/s)": fmt(*t),
-                     "peak (TFLOP/s)": num(peak), "MFU (%)": fmt(*(100 * x / peak for x in t))})
+                     "peak (TFLOP/s)": num(peak),
+                     "MFU (%)": "**peak inconsistent**" if max(t) > peak else fmt(*(100 * x / peak for x in t))})
     head = (f"Model FLOPs (forward + backward, torch.utils.flop_counter): {per_sample / 1e9:,.1f} GFLOP per sample. "
-            "Peak: a large matmul in the variant's precision, measured on this machine.\n\n")
-    return head + table(pd.DataFrame(rows)) if rows else ""
+            f"Peak: a large matmul in the variant's precision, {peak_note(limits)}.\n\n")
+    tail = (f"\n**Peak inconsistent** ({', '.join(dict.fromkeys(p for p, _ in over))}): {', '.join(v for _, v in over)} "
+            "achieved more model FLOP/s than the matmul peak measured for their precision, so that peak was measured "
+            "low (other work on the machine while it was measured) and gives no MFU.\n" if over else "")
+    return head + table(pd.DataFrame(rows)) + tail if rows else ""
 
 
 def overhead_section(summary: pd.DataFrame) -> str:

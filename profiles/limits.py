@@ -1,9 +1,12 @@
 """The limits a run is measured against: the model FLOPs of one training step, counted with
 torch.utils.flop_counter, and the matrix-multiply peak of this machine per precision, measured
-here (not a datasheet figure). MFU = achieved model FLOP/s over that peak."""
+here (not a datasheet figure), once per set of runs. MFU = achieved model FLOP/s over that peak."""
 from __future__ import annotations
 
+import json
+import os
 import time
+from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -35,8 +38,10 @@ def flops_per_step(workload) -> float:
     return (counter.get_total_flops() + rnn_flops(model, x)) / 2 * workload.params["batch_size"]
 
 
-def matmul_peak(precision: str, device: torch.device, seconds: float = 1.0) -> float:
-    """TFLOP/s of a large square matmul in this precision (fp32 means TF32 off)."""
+def matmul_peak(precision: str, device: torch.device, repeats: int = 7, seconds: float = 0.3) -> list[float]:
+    """TFLOP/s of a large square matmul in this precision (fp32 means TF32 off), once per repeat:
+    each repeat times back-to-back matmuls for `seconds` or more, so a launch or a thread's wake-up
+    is a sliver of it. The best repeat is the peak: other work on the machine only slows one."""
     dtype, tf32 = PRECISIONS[precision]
     n = 8192 if device.type == "cuda" else 1024
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -45,19 +50,65 @@ def matmul_peak(precision: str, device: torch.device, seconds: float = 1.0) -> f
     for _ in range(3):
         a @ b
     sync()
-    iters, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        for _ in range(10):
-            a @ b
-        sync()
-        iters += 10
+    out = []
+    for _ in range(repeats):
+        iters, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(10 if device.type == "cuda" else 1):
+                a @ b
+                iters += 1
+            sync()
+        out.append(2 * n**3 * iters / (time.perf_counter() - t0) / 1e12)
     torch.backends.cuda.matmul.allow_tf32 = False
-    return 2 * n**3 * iters / (time.perf_counter() - t0) / 1e12
+    return out
 
 
-def measure(workloads: dict, device: torch.device) -> dict:
-    """{'peak_tflops': {precision: value}, 'flops_per_sample': {workload: value}}; `workloads` maps
-    a name to the workload object the cells use."""
+def today() -> str:
+    return time.strftime("%Y-%m-%d")  # local, as the runs' `started`
+
+
+def run_set(fingerprint: dict, device: torch.device) -> dict:
+    """What a set of runs shares: the machine's environment as every run records it (GPU, CPU,
+    host, versions, commit), the device, and the day."""
+    return {"env": fingerprint, "device": str(device), "day": today()}
+
+
+def _same(entry: dict, key: dict) -> bool:
+    return all(json.dumps(entry.get(k), sort_keys=True) == json.dumps(v, sort_keys=True) for k, v in key.items())
+
+
+def _save(cache: Path, entries: list[dict]) -> None:
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")  # readers see the old file or the new one
+    tmp.write_text(json.dumps(entries, indent=1))
+    os.replace(tmp, cache)
+
+
+def peaks(device: torch.device, fingerprint: dict, cache: Path | None = None) -> dict:
+    """The matmul peak per precision of this set of runs: taken from `cache` (a JSON list of the
+    peaks measured on this machine, one entry per set of runs) where this set measured it, else
+    measured now and added there. Every table of one set of runs then divides by one peak."""
     precisions = list(PRECISIONS) if device.type == "cuda" else ["fp32"]
-    return {"device": str(device), "peak_tflops": {p: matmul_peak(p, device) for p in precisions},
+    entries = json.loads(cache.read_text()) if cache and cache.is_file() else []
+    key = run_set(fingerprint, device)
+    entry = next((e for e in entries if _same(e, key)), None)
+    if entry is None:
+        entry = {**key, "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "peak_tflops": {}, "repeats": {}}
+        entries.append(entry)
+    missing = [p for p in precisions if p not in entry["peak_tflops"]]
+    for p in missing:
+        entry["repeats"][p] = matmul_peak(p, device)
+        entry["peak_tflops"][p] = max(entry["repeats"][p])
+    if cache and missing:
+        _save(cache, entries)
+    return {"peak_tflops": {p: entry["peak_tflops"][p] for p in precisions},
+            "peak": {"measured": entry["measured"], "reused": not missing,
+                     "repeats": {p: entry["repeats"][p] for p in precisions}}}
+
+
+def measure(workloads: dict, device: torch.device, fingerprint: dict, cache: Path | None = None) -> dict:
+    """{'peak_tflops': {precision: value}, 'peak': how it was measured, 'flops_per_sample':
+    {workload: value}}; `workloads` maps a name to the workload object the cells use. The FLOPs
+    are counted every time (deterministic), the peaks once per set of runs (peaks())."""
+    return {"device": str(device), **peaks(device, fingerprint, cache),
             "flops_per_sample": {name: flops_per_step(w) / w.params["batch_size"] for name, w in workloads.items()}}

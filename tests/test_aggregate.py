@@ -184,3 +184,23 @@ def test_a_run_that_compiled_its_graphs_counts_once_per_cache_folder(tmp_path):
     n = len(cells[(cells.profiler == "timing") & cells.status.isin(["ok", "failed"])]) + 1
     assert f"holds {n} timing runs on this machine" in text
     assert f"take {n * steps.mean():.3g} s one after another" in text
+
+
+def test_a_profiled_run_s_loss_is_checked_against_the_baseline_s_run_under_the_same_profiler(tmp_path):
+    """Real ResNet-50 records of the H200: the nsys cells of baseline and optimized stop at other
+    steps than the timing cells and train on their own: optimized's nsys run compares with the
+    baseline's nsys run at their common steps, never with the baseline's timing run."""
+    data, captures = Path(__file__).parent / "data" / "h200-timing", Path(__file__).parent / "data" / "h200-captures"
+    paths = [data / "resnet50--baseline.json", data / "resnet50--optimized.json",
+             captures / "resnet50-baseline-nsys" / "metrics.json", captures / "resnet50-optimized-nsys" / "metrics.json"]
+    records = aggregate.load_records(paths)
+    summary = aggregate.main(paths, [], tmp_path)
+    losses = aggregate.step_losses(records).set_index(["variant", "profiler", "step"]).loss.sort_index()
+    for profiler in ("timing", "nsys"):
+        mine, base = losses["optimized", profiler], losses["baseline", profiler]
+        common = sorted(set(mine.index) & set(base.index))[-aggregate.LOSS_STEPS:]
+        expected = 100 * (mine[common].mean() / base[common].mean() - 1)
+        assert row(summary, "resnet50", "optimized", "loss_vs_baseline", profiler)["median"] == pytest.approx(expected)
+    mine, base = losses["optimized", "nsys"], losses["baseline", "timing"]  # what pairing across profilers gives
+    common = sorted(set(mine.index) & set(base.index))[-aggregate.LOSS_STEPS:]
+    assert 100 * (mine[common].mean() / base[common].mean() - 1) != pytest.approx(expected, abs=0.1)

@@ -207,3 +207,62 @@ def test_compile_stage_line_per_run_of_the_stage_on_h200_records():
         assert f"built {len(g)} of {len(g)} " in line and f"{num(g.stage_s.iloc[0])} s of wall time" in line
         at_once = int(re.search(r"up to (\d+) at once", line).group(1))
         assert 1 < at_once <= 4 and g.stage_s.iloc[0] < g.seconds.sum()  # built side by side
+
+
+def worse_loss(path: Path, out: Path, factor: float = 1.25) -> Path:
+    """A copy of a real record whose every recorded loss is `factor` times what it trained to."""
+    record = json.loads(path.read_text())
+    for s in record.get("warmup_steps", []) + record["steps"]:
+        if s.get("loss") is not None:
+            s["loss"] *= factor
+    out.write_text(json.dumps(record))
+    return out
+
+
+def test_the_loss_check_comes_from_the_timing_runs_the_table_shows(tmp_path):
+    """Real ResNet-50 records of the H200: the timing runs of baseline, optimized and workers
+    (workers' losses raised by a quarter: a timing run that trained worse) and the nsys cells of
+    baseline and optimized (optimized's raised likewise: a profiled run that trained worse). The
+    table shows each variant's timing runs: workers is flagged, optimized is not, and stays the
+    fastest that trains against the target."""
+    from analysis.tables import row
+    data = Path(__file__).parent / "data" / "h200-timing"
+    paths = [data / "resnet50--baseline.json", data / "resnet50--optimized.json",
+             worse_loss(data / "resnet50--workers.json", tmp_path / "workers.json"),
+             CAPTURES / "resnet50-baseline-nsys" / "metrics.json",
+             worse_loss(CAPTURES / "resnet50-optimized-nsys" / "metrics.json", tmp_path / "optimized-nsys.json")]
+    summary = aggregate.main(paths, [], tmp_path / "h200")
+    loss = {(v, p): row(summary, "resnet50", v, "loss_vs_baseline", p)["median"]
+            for v, p in (("optimized", "timing"), ("optimized", "nsys"), ("workers", "timing"))}
+    assert loss["optimized", "nsys"] > aggregate.LOSS_TOLERANCE >= loss["optimized", "timing"]
+    assert loss["workers", "timing"] > aggregate.LOSS_TOLERANCE
+    lines = report.render(tmp_path / "h200").read_text().splitlines()
+    table = {v: next(line for line in lines if line.startswith(f"| {v} |")) for v in ("optimized", "workers")}
+    assert table["optimized"].endswith(f"| {num(loss['optimized', 'timing'])} |")
+    assert table["workers"].endswith(f"| {num(loss['workers', 'timing'])} **check** |")
+    target = next(line for line in lines if line.startswith("| resnet50 | 8,000"))
+    assert target.split(" | ")[4].startswith("optimized: ")
+    assert set(aggregate.loss_flags(summary).variant) == {"workers"}
+
+
+def test_mfu_is_never_above_100_percent_a_peak_measured_low_is_said_inconsistent(results, tmp_path):
+    """The H200's limits.json with its fp32 peak measured low (below what the LSTM's fp32 baseline
+    achieved, as a busy machine measures it): that row says the peak is inconsistent, no MFU above
+    100 % is printed, and the other rows keep theirs."""
+    from analysis.tables import row
+    out = tmp_path / "h200"
+    shutil.copytree(results, out)
+    limits = json.loads((CAPTURES / "limits.json").read_text())
+    achieved = row(pd.read_csv(out / "summary.csv"), "lstm", "baseline", "throughput")["median"] \
+        * limits["flops_per_sample"]["lstm"] / 1e12
+    limits["peak_tflops"]["fp32"] = 0.9 * achieved
+    limits["peak"] = {"measured": "2026-12-02T10:00:00+0000", "reused": True, "repeats": {"fp32": [0.9 * achieved] * 7}}
+    (out / "limits.json").write_text(json.dumps(limits))
+    text = report.render(out).read_text()
+    part = text[text.index("## lstm"):text.index("## resnet50")].split("### Against the limit")[1]
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[-1] for line in part.splitlines() if line.startswith("| ")}
+    mfu = [float(x.replace(",", "")) for v, cell in rows.items() if v not in ("variant", "---")
+           for x in re.findall(r"[\d,.]+", cell)]
+    assert mfu and max(mfu) <= 100
+    assert rows["baseline"] == "**peak inconsistent** |" and "**Peak inconsistent** (fp32): baseline" in part
+    assert "the best of 7 repeats" in part
