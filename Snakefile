@@ -13,6 +13,7 @@ localrules:
     all,
     repetition_done,
     records,
+    check,
 
 include: "rules/data.smk"
 include: "rules/run.smk"
@@ -24,3 +25,5 @@ rule all:
         f"results/{MACHINE}/REPORT.md",
         f"results/{MACHINE}/limits.json",
         f"results/{MACHINE}/records/metrics-json.tgz",
+        f"runs/{MACHINE}/checked",
+        sweeps_of(),  # each asked for itself: a sweep whose records were deleted runs again

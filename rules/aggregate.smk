@@ -2,22 +2,24 @@
 
 
 rule aggregate:
+    """Every record on this machine (runs/<machine>/, whichever pipeline made it): a run of some
+    workloads or variants adds to the tables of the others."""
     input:
         sweeps=sweeps_of(),
         compiles=compile_records(),
+        skipped=f"runs/{MACHINE}/skipped.json",
     output:
         metrics=f"results/{MACHINE}/metrics.csv",
         cells=f"results/{MACHINE}/cells.csv",
         summary=report(f"results/{MACHINE}/summary.csv", caption="../report/summary.rst", category="Tables"),
         env=f"results/{MACHINE}/env.json",
         skipped=f"results/{MACHINE}/records/skipped.json",
-    params:
-        skipped=json.dumps([{"keys": c["keys"], "reason": c["reason"]} for c in SKIPPED]),
     log:
         f"runs/{MACHINE}/logs/aggregate.log",
     shell:
-        "echo {params.skipped:q} > {output.skipped} && "
-        "trainperf aggregate {input.sweeps} --compiles {input.compiles} --skipped {output.skipped} --out-dir $(dirname {output.summary}) > {log} 2>&1"
+        "cp {input.skipped} {output.skipped} && trainperf aggregate runs/{MACHINE} "
+        "--compiles $(find runs/{MACHINE}/compiled -name '*.json' 2>/dev/null | sort) "
+        "--skipped {output.skipped} --out-dir $(dirname {output.summary}) > {log} 2>&1"
 
 
 rule records:
@@ -52,15 +54,34 @@ rule report:
 
 
 rule limits:
+    """The model FLOPs per sample (counted each time) and the matmul peaks, measured once per set of
+    runs (runs/<machine>/peaks.json keeps them: an output would be deleted before the job) after
+    the last sweep, so that no training shares the cores or the GPU while they are measured."""
     input:
         [ancient(p) for p in sorted({specs[0][0]["data"] for specs in SWEEPS.values()})],
+        [ancient(p) for p in sweeps_of()],
     output:
         f"results/{MACHINE}/limits.json",
     params:
         specs=json.dumps(one_spec_per_workload()),
+        peaks=f"runs/{MACHINE}/peaks.json",
     log:
         f"runs/{MACHINE}/logs/limits.log",
     resources:
         gpu=GPU,
     shell:
-        "trainperf limits --specs {params.specs:q} --out {output} > {log} 2>&1"
+        "trainperf limits --specs {params.specs:q} --peaks {params.peaks} --out {output} > {log} 2>&1"
+
+
+rule check:
+    """The pipeline fails, naming the workload, where every cell of a workload failed (after the
+    report is written: the rest of the matrix is kept and shown)."""
+    input:
+        sweeps=sweeps_of(),
+        report=f"results/{MACHINE}/REPORT.md",
+    output:
+        touch(f"runs/{MACHINE}/checked"),
+    log:
+        f"runs/{MACHINE}/logs/check.log",
+    shell:
+        "trainperf check {input.sweeps} 2>&1 | tee {log}"

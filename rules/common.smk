@@ -1,7 +1,8 @@
 # Validate the config, resolve 'auto' values and expand the matrix once, at parse time.
 import json
+from pathlib import Path
 
-from workloads import compiled, config as cfg, matrix
+from workloads import compiled, config as cfg, matrix, record as records
 from workloads.data import check_dataset
 import workloads as registry
 
@@ -9,7 +10,7 @@ try:
     R = matrix.resolve(cfg.validate(dict(config)))
     for _name, _path in R.get("datasets", {}).items():  # a user's real dataset: checked before any run
         check_dataset(_path, registry.get(_name).data)
-except (cfg.ConfigError, KeyError, FileNotFoundError) as _e:
+except (cfg.ConfigError, registry.WorkloadError, KeyError, FileNotFoundError) as _e:
     raise WorkflowError(f"trainperf: {_e.args[0] if _e.args else _e}")
 
 MACHINE, PRESET = R["machine"], R["preset"]
@@ -34,6 +35,27 @@ for (_w, _p, _r), _jobs in SWEEPS.items():  # each repetition starts the sweep a
     SWEEPS[(_w, _p, _r)] = _jobs[_n:] + _jobs[:_n]
 
 
+def sweep_path(workload, profiler, rep, suffix="json"):
+    return f"runs/{MACHINE}/sweeps/{workload}.{profiler}.rep{rep}.{suffix}"
+
+
+# A sweep's cells go to it as a file (their specs are long); a marker whose records were deleted
+# since is stale: the sweep runs again and redoes exactly the cells without a record.
+for _key, _jobs in SWEEPS.items():
+    _plan = Path(sweep_path(*_key, suffix="jobs"))
+    if not _plan.is_file() or json.loads(_plan.read_text()) != _jobs:
+        records.write_json(_plan, _jobs)
+    if not all(Path(_out).is_file() for _, _out in _jobs):
+        Path(sweep_path(*_key)).unlink(missing_ok=True)
+
+
+def sweep_params(wc):
+    """What the dry run shows of a sweep, and what reruns it when it changes: its cells' names and
+    a digest of their specs."""
+    jobs = SWEEPS[(wc.workload, wc.profiler, int(wc.rep))]
+    return {"cells": " ".join(spec["variant"] for spec, _ in jobs), "specs": cfg.digest(jobs)}
+
+
 # The compile stage: one torch.compile cache folder per combination of traced knobs, each built
 # for the first single-process cell that uses it (workloads/precompile.py); a DDP cell's ranks
 # compile their own graphs.
@@ -43,12 +65,23 @@ for _c in CELLS:
         COMPILES.setdefault(compiled.cache_key(_c["spec"]), _c["spec"])
 
 
+def kept_skipped():
+    """The skipped cells of every pipeline run on this machine: this one's decide the cells of its
+    matrix, earlier ones' stay for the others (a run of some workloads adds to the rest); a cell
+    with a record is not skipped."""
+    path, now = Path(f"runs/{MACHINE}/skipped.json"), {json.dumps(c["keys"], sort_keys=True) for c in CELLS}
+    earlier = json.loads(path.read_text()) if path.is_file() else []
+    kept = [c for c in earlier if json.dumps(c["keys"], sort_keys=True) not in now]
+    kept += [{"keys": c["keys"], "reason": c["reason"]} for c in SKIPPED]
+    return [c for c in kept if not Path(matrix.record_path(R, **c["keys"])).is_file()]
+
+
+if records.read(f"runs/{MACHINE}/skipped.json") != (_kept := kept_skipped()):
+    records.write_json(f"runs/{MACHINE}/skipped.json", _kept)
+
+
 def compile_records():
     return [f"runs/{MACHINE}/compiled/{key}.json" for key in COMPILES]
-
-
-def sweep_path(workload, profiler, rep):
-    return f"runs/{MACHINE}/sweeps/{workload}.{profiler}.rep{rep}.json"
 
 
 def sweeps_of(profiler=None, rep=None):
@@ -59,16 +92,17 @@ def sweep_inputs(wc):
     """A sweep's dataset (time stamp ignored: it is deterministic) and the compile stage's records
     (ignored too: a cache folder rebuilt does not void the runs); repetition r of the timing
     matrix waits for repetition r-1, the profilers for the whole timing matrix, and ncu for the
-    nsys timelines it takes its kernels from."""
+    nsys timelines it takes its kernels from (in order only: a sweep redone does not void the
+    sweeps after it)."""
     rep = int(wc.rep)
     inputs = {"data": ancient(SWEEPS[(wc.workload, wc.profiler, rep)][0][0]["data"]),
               "compiled": [ancient(p) for p in compile_records()]}  # no sweep runs while the stage compiles
     if wc.profiler == "timing" and rep > 0:
-        inputs["previous"] = f"runs/{MACHINE}/rep{rep - 1}.done"
+        inputs["previous"] = ancient(f"runs/{MACHINE}/rep{rep - 1}.done")
     elif wc.profiler != "timing" and "timing" in R["profilers"]:
-        inputs["timing"] = f"runs/{MACHINE}/rep{REPS - 1}.done"
+        inputs["timing"] = ancient(f"runs/{MACHINE}/rep{REPS - 1}.done")
     if wc.profiler == "ncu" and (wc.workload, "nsys", rep) in SWEEPS:
-        inputs["nsys"] = sweep_path(wc.workload, "nsys", rep)
+        inputs["nsys"] = ancient(sweep_path(wc.workload, "nsys", rep))
     return inputs
 
 

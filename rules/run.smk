@@ -38,11 +38,13 @@ rule sweep:
     log:
         f"runs/{MACHINE}/logs/{{workload}}.{{profiler}}.rep{{rep}}.log",
     params:
-        jobs=lambda wc: json.dumps(SWEEPS[(wc.workload, wc.profiler, int(wc.rep))]),
+        cells=lambda wc: sweep_params(wc)["cells"],
+        specs=lambda wc: sweep_params(wc)["specs"],
+        jobs=lambda wc: sweep_path(wc.workload, wc.profiler, wc.rep, suffix="jobs"),
     resources:
         gpu=lambda wc: GPUS[wc.workload],
     shell:
-        "TRAINPERF_COMPILE_CACHE=$PWD/.cache/inductor trainperf sweep --jobs {params.jobs:q} --out {output} "
+        "TRAINPERF_COMPILE_CACHE=$PWD/.cache/inductor trainperf sweep --jobs-file {params.jobs} --out {output} "
         "2>&1 | tee {log}"
 
 

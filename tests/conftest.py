@@ -1,6 +1,9 @@
 """Shared fixtures: the cpu preset's config and small real datasets made once per session."""
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -29,3 +32,18 @@ def spec_of(cfg: dict, workload: str, variant: str) -> dict:
     cell = matrix.cell(cfg, workload, variant)
     assert cell["status"] == "run", cell["reason"]
     return cell["spec"]
+
+
+ROOT = Path(__file__).resolve().parent.parent
+# what `snakemake` reads; profiles/ whole: its workflow profile (profiles/default) alone would
+# shadow the installed package of the same name
+WORKFLOW = ("Snakefile", "rules", "config", "report", "profiles")
+
+
+def copy_workflow(dst: Path) -> Path:
+    """The project's workflow files in a folder of their own (the code runs from the install)."""
+    for part in WORKFLOW:
+        (dst / part).parent.mkdir(parents=True, exist_ok=True)
+        copy = shutil.copytree if (ROOT / part).is_dir() else shutil.copy
+        copy(ROOT / part, dst / part, **({"ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}))
+    return dst

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.conftest import copy_workflow
 import workloads
 from workloads import config, matrix
 
@@ -25,8 +26,7 @@ def snakemake(workdir, *args):
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
     work = tmp_path_factory.mktemp("project")
-    for part in ("Snakefile", "rules", "config", "report"):
-        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, work / part)
+    copy_workflow(work)
     done = snakemake(work, "--config", "preset=cpu")
     assert done.returncode == 0, done.stderr[-3000:]
     return work
@@ -103,8 +103,7 @@ def test_runs_record_their_environment_and_a_second_call_does_nothing(pipeline):
 def test_gpu_nodes_declared_on_the_command_line_as_the_readme_writes_it(tmp_path):
     """`--config gpu_jobs=true machine=h200` (a login node without a GPU): the gpu preset's matrix,
     its sweeps asking for a GPU each, planned here (dry run)."""
-    for part in ("Snakefile", "rules", "config", "report"):
-        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, tmp_path / part)
+    copy_workflow(tmp_path)
     plan = snakemake(tmp_path, "-n", "--config", "gpu_jobs=true", "machine=h200", "workloads=[lstm]")
     assert plan.returncode == 0, (plan.stdout + plan.stderr)[-2000:]
     assert "runs/h200/sweeps/lstm.timing.rep0.json" in plan.stdout and "gpu=1" in plan.stdout

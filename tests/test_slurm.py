@@ -10,6 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.conftest import copy_workflow
+
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
 
@@ -30,8 +32,7 @@ def slurm(tmp_path_factory):
 
 @pytest.mark.slow
 def test_the_cpu_preset_runs_as_slurm_jobs(slurm, tmp_path):
-    for part in ("Snakefile", "rules", "config", "report"):
-        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, tmp_path / part)
+    copy_workflow(tmp_path)
     cmd = [sys.executable, "-m", "snakemake", "--profile", "config/slurm", "--config", "preset=cpu",
            "workloads=[lstm]", "variants=[baseline,lazy-sync]", "profilers=[timing]",
            # this one-node test cluster: its partition, and jobs small enough for 2 cores

@@ -1,0 +1,121 @@
+"""The pipeline keeps what it has: bad input stops it before any cell runs, a failed run never
+replaces a record that trained, a stopped run resumes with the plain command, deleted records are
+redone exactly, and a run of some workloads adds to the others' results."""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tests.conftest import copy_workflow
+
+SMALL = ["preset=cpu", "workloads=[lstm,resnet50]", "variants=[baseline,lazy-sync]", "profilers=[timing]"]
+
+
+def snakemake(workdir, *config, extra=()):
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--directory", str(workdir), *extra, "--config", *config]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1200)
+
+
+def fingerprints(work) -> dict:
+    """Every record of the machine, by path: its content's hash and its modification time."""
+    return {str(p.relative_to(work)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in (work / "runs/cpu").rglob("metrics.json")}
+
+
+@pytest.fixture()
+def small(tmp_path):
+    work = copy_workflow(tmp_path)
+    done = snakemake(work, *SMALL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return work
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config,message", [
+    ("presets: {cpu: {workloads: {resnet50: {batch_size: -8}}}}",
+     "trainperf: presets.cpu.workloads.resnet50.batch_size: -8 must be greater than 0"),
+    ("presets: {cpu: {workloads: {resnet50: {batch_size: 0}}}}",
+     "trainperf: presets.cpu.workloads.resnet50.batch_size: 0 must be greater than 0"),
+    ("presets: {cpu: {profile: {nsys: {variants: [baseline, turbo]}}}}",
+     "trainperf: presets.cpu.profile.nsys.variants: unknown name 'turbo'"),
+])
+def test_bad_input_stops_before_any_cell_with_one_line_and_the_records_intact(small, config, message):
+    before = fingerprints(small)
+    (small / "bad.yaml").write_text(config)
+    out = snakemake(small, *SMALL, extra=["--configfile", "config/config.yaml", "bad.yaml"])
+    assert out.returncode != 0
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.startswith("trainperf:")]
+    assert lines == [message] or (len(lines) == 1 and lines[0].startswith(message))
+    assert fingerprints(small) == before
+
+
+@pytest.mark.slow
+def test_a_workload_whose_every_cell_fails_fails_the_pipeline_and_keeps_its_records(small):
+    """A dataset that cannot be read fails every resnet50 cell: the pipeline says so and exits
+    non-zero, the report is still written, and the records that trained stay what it shows."""
+    before = fingerprints(small)
+    broken = small / "broken"
+    (broken / "class_a").mkdir(parents=True)
+    for i in range(12):
+        (broken / "class_a" / f"{i}.jpg").write_bytes(b"not a jpeg")
+    out = snakemake(small, *SMALL, f"datasets={{resnet50: {broken}}}")
+    assert out.returncode != 0
+    assert "trainperf: every cell of resnet50 failed" in out.stdout + out.stderr
+    assert fingerprints(small) == before  # the good records were not replaced
+    attempts = list((small / "runs/cpu/resnet50").rglob("failed.json"))
+    assert len(attempts) == 2 and all(json.loads(a.read_text())["status"] == "failed" for a in attempts)
+    summary = pd.read_csv(small / "results/cpu/summary.csv")
+    assert set(summary[summary.metric == "throughput"].workload) == {"lstm", "resnet50"}
+
+
+@pytest.mark.slow
+def test_a_run_stopped_by_a_signal_resumes_with_the_plain_command(small):
+    """SIGINT to snakemake alone (as `kill -INT` or a time limit sends it) mid-sweep: the plain
+    command then finishes, redoing only the cells that had no record."""
+    for d in ("runs/cpu/lstm", "runs/cpu/resnet50"):
+        subprocess.run(["rm", "-rf", str(small / d)], check=True)
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--directory", str(small), "--config", *SMALL]
+    proc = subprocess.Popen(cmd, cwd=small, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # even from a background job
+    for line in proc.stdout:  # stop it once the first cell of a sweep has its record
+        if line.rstrip().endswith("] ok"):
+            break
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=600)
+    assert proc.returncode != 0
+    finished = fingerprints(small)
+    assert finished
+    again = snakemake(small, *SMALL)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    after = fingerprints(small)
+    assert len(after) == 4 and all(after[p] == finished[p] for p in finished)
+
+
+@pytest.mark.slow
+def test_deleted_records_are_redone_exactly(small):
+    before = fingerprints(small)
+    subprocess.run(["rm", "-rf", str(small / "runs/cpu/lstm")], check=True)
+    out = snakemake(small, *SMALL)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    after = fingerprints(small)
+    assert after.keys() == before.keys()
+    assert all(after[p] == before[p] for p in before if "/resnet50/" in p)
+    assert all(after[p][1] != before[p][1] for p in before if "/lstm/" in p)
+
+
+@pytest.mark.slow
+def test_a_run_of_one_workload_adds_to_the_report_of_the_others(small):
+    out = snakemake(small, *[c for c in SMALL if not c.startswith("workloads=")], "workloads=[lstm]",
+                    "seed=1")  # another spec: lstm's cells run again
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    summary = pd.read_csv(small / "results/cpu/summary.csv")
+    assert set(summary[summary.metric == "throughput"].workload) == {"lstm", "resnet50"}
+    report = (small / "results/cpu/REPORT.md").read_text()
+    assert "resnet50" in report and "lstm" in report
+    assert os.path.getsize(small / "results/cpu/limits.json") and \
+        set(json.loads((small / "results/cpu/limits.json").read_text())["flops_per_sample"]) == {"lstm", "resnet50"}
