@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # set per cell (workloads/compiled.py), and left out.
 SETTINGS = ("TORCH", "PYTORCH_", "CUDA_LAUNCH_BLOCKING", "CUBLAS_", "CUDNN_", "NVIDIA_TF32_OVERRIDE", "NCCL_")
 PER_CELL = {"TORCHINDUCTOR_CACHE_DIR"}
+KINETO_PAST_ERROR = "5"  # Kineto's levels: 0 verbose, 1 info, 2 warning, 3 stage, 4 error, 5 USDT markers
 
 
 def _version(package: str) -> str | None:
@@ -70,6 +71,16 @@ def _nvml() -> dict:
 
 def has_cuda() -> bool:
     return torch.cuda.is_available()
+
+
+def quiet_kineto(cuda: bool) -> None:
+    """Kineto, torch.profiler's tracer, is built with CUDA: writing a trace, it asks the CUDA runtime
+    for the GPUs' properties, and where there is no GPU it logs 'gpuGetDeviceCount failed' as an
+    ERROR, once per process. Without CUDA, set its log level past ERROR before the process's first
+    profiler reads it (Kineto's own markers, level USDT, still print); a KINETO_LOG_LEVEL of the
+    user's own stays."""
+    if not cuda:
+        os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_PAST_ERROR)
 
 
 def gpu_count() -> int:

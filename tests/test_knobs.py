@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 
+import workloads
 from tests.conftest import cuda, spec_of
 from workloads import harness
 
@@ -46,6 +47,21 @@ def test_cpu_preset_skips_amp_with_its_reason(cpu_config):
     from workloads import matrix
     cell = matrix.cell(cpu_config, "resnet50", "amp")
     assert cell["status"] == "skipped" and "precision is off in the cpu preset" in cell["reason"]
+
+
+def test_the_lstms_cpu_amp_limit_is_fp16_and_holds(cpu_config):
+    """The LSTM skips AMP fp16 on a CPU for what happens there (oneDNN cannot build its fp16 LSTM
+    for training) and trains in bf16, which its reason must not skip."""
+    lstm = workloads.get("lstm")
+    assert "fp16" in lstm.knob_reason("precision", "amp-fp16", cuda=False)
+    assert lstm.knob_reason("precision", "amp-bf16", cuda=False) is None
+    t = harness.Trainer(_with(cpu_config, "lstm", "baseline", precision="amp-bf16"), torch.device("cpu"))
+    x, y = next(t.batches)
+    assert math.isfinite(t.step(x, y).item())
+    t = harness.Trainer(_with(cpu_config, "lstm", "baseline", precision="amp-fp16"), torch.device("cpu"))
+    x, y = next(t.batches)
+    with pytest.raises(RuntimeError, match="could not create a primitive descriptor"):
+        t.step(x, y)
 
 
 def test_workers_variant_uses_worker_processes(cpu_config):

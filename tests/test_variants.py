@@ -1,4 +1,6 @@
 """Variants are expanded from config data; a knob that cannot act makes the cell skipped, with why."""
+import re
+
 import pytest
 
 import workloads
@@ -175,3 +177,28 @@ def test_eager_pooling_needs_a_cnn_and_something_compiled(cfg):
     assert reason is None and {k for k in opt if opt[k] != knobs[k]} == {"eager_pooling"}
     assert resolve(cfg, "optimized+eager-pool", "vit_b_16")[1] == "eager_pooling applies to CNNs' max-pooling; vit_b_16 has none"
     assert resolve(cfg, "optimized+eager-pool", "resnet50", CPU)[1] == "same knobs as optimized here"  # compile is off there
+
+
+def _folded(text: str) -> str:
+    """Lower case, letters and digits only: 'ResNet-50' and 'resnet50' read alike."""
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+@pytest.mark.parametrize("preset,cuda", [("cpu", False), ("gpu", False), ("gpu", True)])
+def test_every_skip_reason_is_about_the_workload_it_skips(preset, cuda):
+    """A reason that the preset gives every workload, or a workload its own, names no other
+    workload's model (the cpu preset's AMP reason once spoke of ResNet-50 for all four)."""
+    from workloads import matrix
+    cfg = matrix.resolve(config.load(overrides={"preset": preset, "gpu_jobs": cuda, "machine": "test"}))
+    models = {name: {_folded(name), _folded(workloads.get(name).__name__)} for name in workloads.names()}
+    for c in matrix.cells(cfg):
+        own = c["keys"]["workload"]
+        others = set().union(*(m for name, m in models.items() if name != own)) - models[own]
+        named = [m for m in others if c["reason"] and m in _folded(c["reason"])]
+        assert not named, f"{own}/{c['keys']['variant']}: {c['reason']!r} names {named}"
+
+
+def test_what_the_machine_lacks_comes_before_what_the_preset_leaves_off(cfg):
+    """tf32 on a CPU: the reason is the missing GPU, not the cpu preset's reason for AMP."""
+    assert resolve(cfg, "tf32", "resnet50", CPU)[1] == "precision=tf32 needs a CUDA GPU; this machine has none"
+    assert "precision is off in the cpu preset" in resolve(cfg, "amp", "transformer_lm", CPU)[1]

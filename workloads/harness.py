@@ -330,6 +330,7 @@ def warm_up(t: Trainer, spec: dict, bounded: bool) -> list[dict]:
 
 def train(spec: dict, log, out_dir: Path) -> dict:
     cuda = env.has_cuda()
+    env.quiet_kineto(cuda)  # no GPU: torch.profiler's trace asks CUDA for one and logs an error
     observer = OBSERVERS[spec["profiler"]](spec, cuda, out_dir)
     host_peak_reset()
     t_setup = time.perf_counter()

@@ -29,8 +29,9 @@ class LSTM(SequenceWorkload):
 
     @classmethod
     def knob_reason(cls, knob, value, cuda):
-        if knob == "precision" and value.startswith("amp") and not cuda:
-            return "PyTorch's CPU LSTM (oneDNN) has no fp16/bf16 kernel; AMP for the LSTM needs a GPU"
+        if knob == "precision" and value == "amp-fp16" and not cuda:  # bf16 trains on a CPU
+            return ("under CPU autocast fp16, nn.LSTM runs oneDNN's fp16 LSTM, which oneDNN cannot build for "
+                    "training ('could not create a primitive descriptor'); AMP fp16 for the LSTM needs a GPU")
         if knob == "compile" and value:
             return "torch.compile does not trace nn.LSTM (dynamo's allow_rnn is off): the model would run eager"
         return super().knob_reason(knob, value, cuda)

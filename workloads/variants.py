@@ -58,17 +58,19 @@ def stage_knobs(name: str, base: dict, applicable: dict[str, dict], config: dict
 
 
 def knob_reason(knob: str, value, workload: type[Workload], config: dict, machine: Machine) -> str | None:
-    """Why setting `knob` to `value` (away from the baseline) cannot be measured here, or None."""
+    """Why setting `knob` to `value` (away from the baseline) cannot be measured here, or None: the
+    workload's own limit first, then what the machine lacks, then what the preset leaves off."""
     if value == config["baseline"][knob]:
         return None
     reason = workload.knob_reason(knob, value, machine.cuda)
     if reason:
         return reason
+    if (value in CUDA_ONLY.get(knob, ()) or knob in DALI_GPU) and not machine.cuda:
+        return f"{knob}={value} needs a CUDA GPU; this machine has none"
+    # a preset's reason is given for every workload: it must not speak of one model
     disabled = config["presets"][machine.preset].get("disabled", {})
     if knob in disabled:
         return f"{knob} is off in the {machine.preset} preset: {disabled[knob]}"
-    if (value in CUDA_ONLY.get(knob, ()) or knob in DALI_GPU) and not machine.cuda:
-        return f"{knob}={value} needs a CUDA GPU; this machine has none"
     return None
 
 
