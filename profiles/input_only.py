@@ -14,7 +14,7 @@ class InputOnly(Timing):
     trains = False
 
     def __init__(self, spec: dict, cuda: bool, out_dir: Path):
-        self.sampler = None  # no GPU work to sample
+        super().__init__(spec, False, out_dir)  # no GPU work to sample
 
     def metrics(self) -> list[dict]:
         return []

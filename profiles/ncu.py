@@ -104,6 +104,7 @@ def parse(path: str | Path, tool: str | None = None) -> list[dict]:
         mean = {c: sum(r[c] for r in k["rows"] if c in r) / sum(c in r for r in k["rows"]) for c in cols}
         mean["duration_us"] = mean.get("duration_us", 0.0) / 1e3  # ncu reports ns
         out.append({"name": k["name"], "mangled": mangled, "launches": len(k["rows"]), **mean,
+                    "matrix": bool(MATRIX_KERNEL.search(k["name"])),
                     "bound": bound(mean.get("sm_pct", 0.0), mean.get("memory_pct", 0.0))})
     return out
 

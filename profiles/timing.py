@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
+
+from workloads.observer import Observer
 
 
 class UtilizationSampler:
@@ -43,25 +45,13 @@ class UtilizationSampler:
         return sum(self.samples) / len(self.samples) if self.samples else None
 
 
-class Timing:
-    """Observer interface: `window()` wraps the measured steps, `step()` marks each step's end,
-    `phase(name)` marks a part of a step (input, forward, backward, optimizer, sync), `metrics()` reads
-    what was observed. Timing marks nothing: it is the unprofiled reference."""
+class Timing(Observer):
+    """The unprofiled reference: marks nothing, samples NVML's GPU utilization."""
     name = "timing"
-    wraps_process = False
-    trains = True  # False: the input pipeline alone (profiles/input_only.py)
-    one_batch = False  # True: one batch fed again every step, the step alone (profiles/step_only.py)
-    time_bounded = True  # a slow cell may stop measuring early (see harness.Budget)
-
-    @classmethod
-    def unavailable(cls, config: dict, cuda: bool) -> str | None:
-        return None
 
     def __init__(self, spec: dict, cuda: bool, out_dir: Path):
+        super().__init__(spec, cuda, out_dir)
         self.sampler = UtilizationSampler() if cuda else None
-
-    def phase(self, name: str):
-        return nullcontext()
 
     @contextmanager
     def window(self):
@@ -70,9 +60,6 @@ class Timing:
             return
         with self.sampler.running():
             yield
-
-    def step(self) -> None:
-        pass
 
     def metrics(self) -> list[dict]:
         util = self.sampler.mean() if self.sampler else None

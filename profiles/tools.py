@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from contextlib import nullcontext
 from pathlib import Path
+
+from workloads import record as records
+from workloads.observer import Observer
 
 
 def find(name: str, setting: str | None = None) -> str | None:
@@ -37,18 +39,13 @@ def tail(text: str, lines: int = 5) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
 
 
-class WrappingObserver:
+class WrappingObserver(Observer):
     """An observer whose cell runs as its own process under a tool. Inside that process it marks
     the measured steps and phases (subclasses); outside, `finish` folds the tool's output into
     the record the process wrote."""
     name = ""
     wraps_process = True
-    trains = True
-    one_batch = False
     time_bounded = False  # a profile covers every measured step
-
-    def __init__(self, spec: dict, cuda: bool, out_dir: Path):
-        self.spec = spec
 
     @classmethod
     def unavailable(cls, config: dict, cuda: bool) -> str | None:
@@ -68,15 +65,6 @@ class WrappingObserver:
         if proc.returncode:
             raise ValueError(f"{self.name} {args[0]} failed: {tail(proc.stdout + proc.stderr)}")
         return proc.stdout
-
-    def phase(self, name: str):
-        return nullcontext()
-
-    def window(self):
-        return nullcontext()
-
-    def step(self) -> None:
-        pass
 
     def metrics(self) -> list[dict]:
         return []  # read after the process ends, by finish()
@@ -106,7 +94,6 @@ class WrappingObserver:
     def finish(self, spec: dict, out: Path, returncode: int, output: str, wall_s: float) -> None:
         """Merge the tool's findings into the run's record and write it to `out` (or record why
         there are none)."""
-        from workloads import record as records
         out, staged = Path(out), self.staged(out)
         try:
             record = json.loads(staged.read_text())

@@ -8,21 +8,16 @@ from pathlib import Path
 import torch
 
 from profiles import kineto
+from workloads.observer import Observer
 
 
-class TorchProfiler:
+class TorchProfiler(Observer):
     name = "torch"
-    wraps_process = False
-    trains = True
-    one_batch = False
     time_bounded = False  # the schedule traces every measured step
-
-    @classmethod
-    def unavailable(cls, config: dict, cuda: bool) -> str | None:
-        return None
     WAIT, WARMUP = 1, 1  # profiler schedule: steps skipped, then traced but dropped, then recorded
 
     def __init__(self, spec: dict, cuda: bool, out_dir: Path):
+        super().__init__(spec, cuda, out_dir)
         self.trace = Path(out_dir) / "trace.json.gz"
         active = spec["measured_steps"] - self.WAIT - self.WARMUP
         if active < 1:

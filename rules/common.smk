@@ -2,7 +2,8 @@
 import json
 from pathlib import Path
 
-from workloads import compiled, config as cfg, matrix, record as records
+from trainperf import config as cfg, matrix
+from workloads import compiled, record as records
 from workloads.data import check_dataset
 import workloads as registry
 
@@ -19,7 +20,7 @@ CELLS = matrix.cells(R)
 SKIPPED = [c for c in CELLS if c["status"] == "skipped"]
 GPU = 1 if R["cuda"] else 0  # the scheduler's GPU request for the rules that train (per process)
 
-# A sweep: the cells of one workload x profiler x repetition, run by one process (workloads/sweep.py).
+# A sweep: the cells of one workload x profiler x repetition, run by one process (trainperf/sweep.py).
 # Data-parallel cells (ddp=N) form sweeps of their own, "<workload>+ddp<N>", which ask for N GPUs.
 SWEEPS, GPUS = {}, {}
 for _c in CELLS:
@@ -57,7 +58,7 @@ def sweep_params(wc):
 
 
 # The compile stage: one torch.compile cache folder per combination of traced knobs, each built
-# for the first single-process cell that uses it (workloads/precompile.py); a DDP cell's ranks
+# for the first single-process cell that uses it (trainperf/precompile.py); a DDP cell's ranks
 # compile their own graphs.
 COMPILES = {}
 for _c in CELLS:

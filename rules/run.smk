@@ -1,12 +1,12 @@
 # The cells run in sweeps: one process per workload x profiler x repetition imports once and runs
-# its variants one after another, each in a fresh model (workloads/sweep.py says how failures stay
+# its variants one after another, each in a fresh model (trainperf/sweep.py says how failures stay
 # isolated). Repetition r starts once every sweep of repetition r-1 has finished, so each
 # repetition sweeps all variants (drift spread evenly). The datasets are deterministic from the
 # seed, so a dataset rebuilt on another machine does not invalidate the runs: ancient() ignores
 # its time stamp. torch.compile's caches live in the project (.cache/inductor), one folder per
 # combination of the knobs that can change a traced graph (workloads/compiled.py says why), shared
 # by the cells and later pipelines on this machine: a graph compiled once is loaded, not compiled.
-# The compile stage builds them all before the first sweep, several at once (workloads/precompile.py).
+# The compile stage builds them all before the first sweep, several at once (trainperf/precompile.py).
 
 
 if COMPILES:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from workloads import config, data, matrix
+from trainperf import config, matrix
+from workloads import data
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -17,7 +17,9 @@ import torch._dynamo
 
 from analysis import aggregate, sections
 from tests.conftest import spec_of
-from workloads import compiled, harness, matrix, precompile
+from trainperf import matrix, precompile
+from workloads import compiled, harness
+from trainperf.sweep import run_cell
 
 
 @pytest.fixture()
@@ -75,7 +77,7 @@ def test_the_compile_stage_builds_folders_at_once_and_the_cells_then_compile_not
     assert all(r["graphs_compiled"] >= 1 and r["graphs_loaded"] == 0 for r in records[:2])
     assert "indivisible by patch size" in records[2]["reason"]
     assert {r["key"] for r in records[:2]} <= {p.name for p in (tmp_path / "inductor").iterdir()}
-    record = harness.run(spec, out_dir=tmp_path / "cell")
+    record = run_cell(spec, out_dir=tmp_path / "cell")
     got = {m["metric"]: m["value"] for m in record["metrics"]}
     assert record["status"] == "ok" and got["compile_cache_misses"] == 0 and got["compile_cache_hits"] >= 1
     # the report's line on the stage, from its records
@@ -205,7 +207,7 @@ def test_the_warm_up_lasts_until_torch_compile_stops_building_graphs(compile_con
     spec = spec_of(compile_config, "lstm", "baseline")
     spec = {**spec, "knobs": {**spec["knobs"], "compile_optimizer": True}}
     assert spec["warmup_steps"] == 1
-    record = harness.run(spec, out_dir=tmp_path)
+    record = run_cell(spec, out_dir=tmp_path)
     assert record["status"] == "ok", record.get("reason")
     assert 3 <= len(record["warmup_steps"]) <= harness.warmup_limit(spec)
 
@@ -221,7 +223,7 @@ def test_a_compile_stage_stopped_by_a_signal_records_no_failure(compile_config, 
     jobs = [[s, str(tmp_path / f"{compiled.cache_key(s)}.json")] for s in (spec, bf16)]
     jobs.append([spec, str(tmp_path / "queued.json")])  # waits for a free slot: never starts
     env = {**os.environ, compiled.CACHE_ENV: str(tmp_path / "inductor")}
-    proc = subprocess.Popen([sys.executable, "-m", "workloads.cli", "compile", "--jobs", json.dumps(jobs),
+    proc = subprocess.Popen([sys.executable, "-m", "trainperf.cli", "compile", "--jobs", json.dumps(jobs),
                              "--parallel", "2"], env=env, start_new_session=True)
     logs = [Path(out).with_suffix(".log") for _, out in jobs[:2]]
     deadline = time.time() + 120

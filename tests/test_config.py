@@ -1,8 +1,8 @@
 """A bad config fails with one line naming the key and what is allowed."""
 import pytest
 
-from workloads import config, matrix
-from workloads.config import ConfigError
+from trainperf import config, matrix
+from trainperf.config import ConfigError
 
 
 def _load(**overrides):
@@ -20,6 +20,8 @@ def test_shipped_config_is_valid():
     ({"fixes": {"amp": {"precision": "fp8"}}}, r"at fixes\.amp\.precision: 'fp8' is not one of"),
     ({"fixes": {"amp": {"precison": "amp-fp16"}}}, r"at fixes\.amp: unknown key\(s\) \['precison'\]; allowed: .*'precision'"),
     ({"seed": "zero"}, r"config error at seed: 'zero' is not of type 'integer'"),
+    ({"baseline": {"compile": "fast"}}, r"at baseline\.compile: 'fast' is not allowed; allowed: \[False, \['default'"),
+    ({"baseline": {"turbo": True}}, r"at baseline: unknown key\(s\) \['turbo'\]; allowed: \['batch_scale'"),
     ({"bogus": 1}, r"config error at \(top level\): unknown key\(s\) \['bogus'\]"),
 ])
 def test_bad_value_names_the_key(overrides, pattern):
@@ -57,7 +59,7 @@ def test_missing_or_empty_real_dataset_stops_the_pipeline_before_any_run(tmp_pat
 
 
 def test_gpu_jobs_declares_gpu_nodes_behind_a_login_node():
-    from workloads import matrix
+    from trainperf import matrix
     cfg = matrix.resolve(config.load(overrides={"gpu_jobs": True, "machine": "h200", "tools": {"nsys": "not-on-this-host"}}))
     assert cfg["preset"] == "gpu" and cfg["cuda"] is True
     cell = matrix.cell(cfg, "resnet50", "pinned-async", "nsys")  # CUDA-only knobs and tools: for the nodes to run
@@ -67,7 +69,7 @@ def test_gpu_jobs_declares_gpu_nodes_behind_a_login_node():
 
 
 def test_missing_config_file_is_one_line_naming_it(tmp_path, capsys):
-    from workloads import cli
+    from trainperf import cli
     missing = tmp_path / "nope.yaml"
     assert cli.main(["matrix", "--config", str(missing)]) == 2
     assert capsys.readouterr().err == f"trainperf: [Errno 2] No such file or directory: '{missing}'\n"
@@ -77,7 +79,7 @@ def test_pending_lists_the_cells_without_a_record_each_with_why(tmp_path, monkey
     """What `aggregate --skipped` takes for a machine whose matrix ran in part: the cells the
     matrix skips there, with their reasons, and the cells with no record yet, with --reason."""
     import json
-    from workloads import cli
+    from trainperf import cli
     shipped = str(config.CONFIG)  # absolute: the test runs in another folder
     monkeypatch.chdir(tmp_path)
     done = tmp_path / "runs" / "box" / "resnet50" / "baseline" / "timing" / "rep0" / "metrics.json"

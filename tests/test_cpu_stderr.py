@@ -5,15 +5,15 @@ import os
 import subprocess
 import sys
 
-from profiles import env
-from workloads import matrix
+from workloads import env
+from trainperf import matrix
 
 
 def test_a_cpu_cell_under_torch_profiler_logs_no_gpu_probe_error(cpu_config, tmp_path):
     cell = matrix.cell(cpu_config, "lstm", "baseline", "torch")
     out = tmp_path / "metrics.json"
     clean = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
-    run = subprocess.run([sys.executable, "-m", "workloads.cli", "run", "--spec", json.dumps(cell["spec"]),
+    run = subprocess.run([sys.executable, "-m", "trainperf.cli", "run", "--spec", json.dumps(cell["spec"]),
                           "--out", str(out)], cwd=env.ROOT, env=clean, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     record = json.loads(out.read_text())

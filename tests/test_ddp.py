@@ -19,7 +19,7 @@ def ddp_spec(cfg, variant="lazy-sync", **params):
 
 
 def run_sweep(jobs, out):
-    cmd = [sys.executable, "-m", "workloads.cli", "sweep", "--jobs", json.dumps([[s, str(p)] for s, p in jobs]),
+    cmd = [sys.executable, "-m", "trainperf.cli", "sweep", "--jobs", json.dumps([[s, str(p)] for s, p in jobs]),
            "--out", str(out)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
@@ -49,8 +49,9 @@ def test_two_gloo_ranks_train_one_model_and_the_report_scales_them(cpu_config, t
     bs, steps = ddp["params"]["batch_size"], len(ddp["steps"])
     assert metric["throughput"] > 1.5 * bs * steps / sum(s["wall_s"] for s in ddp["steps"])  # both ranks count
 
-    summary = aggregate.summarize(*aggregate.tidy([ddp, single]))
-    text = sections.scaling_section(summary, "lstm", ["optimized", "ddp2"])
+    metrics, cells = aggregate.tidy([ddp, single])
+    summary = aggregate.summarize(metrics, cells)
+    text = sections.scaling_section(summary, aggregate.ratio_table(metrics, cells, []), "lstm", ["ddp2"])
     row = next(line for line in text.splitlines() if line.startswith("| ddp2 |")).split(" | ")
     one = summary[(summary.variant == "optimized") & (summary.metric == "throughput")]["median"].iloc[0]
     assert row[3] == "2" and row[4] == f"{100 * metric['throughput'] / (2 * one):.0f}"

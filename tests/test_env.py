@@ -1,5 +1,5 @@
 """What a run records of its environment."""
-from profiles import env
+from workloads import env
 
 
 def test_a_run_records_the_settings_that_change_what_pytorch_does(monkeypatch):

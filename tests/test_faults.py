@@ -12,15 +12,16 @@ import pytest
 
 from tests.conftest import spec_of
 from workloads import harness
+from trainperf.sweep import run_cell
 
 OOM = """
 import json, resource, sys
-from workloads import harness
+from trainperf.sweep import run_cell
 spec = json.loads(sys.argv[1])
 vm = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize"))
 cap = vm + 768 * 2**20  # room to build the model, not to train a big batch
 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-print(json.dumps({k: v for k, v in harness.run(spec).items() if k in ("status", "reason")}))
+print(json.dumps({k: v for k, v in run_cell(spec).items() if k in ("status", "reason")}))
 """
 
 
@@ -42,7 +43,7 @@ def test_corrupt_jpeg_fails_the_cell_naming_the_file(cpu_config, datasets, tmp_p
     # the sampler draws more samples than the 16 files hold, so every file is read
     spec = spec_of(cpu_config, "resnet50", variant)
     spec["data"] = str(images)
-    record = harness.run(spec)
+    record = run_cell(spec)
     assert record["status"] == "failed"
     assert f"corrupt image {victim}" in record["reason"]
 
@@ -51,7 +52,7 @@ def test_a_killed_run_leaves_no_result_and_the_next_run_writes_one(cpu_config, t
     spec = spec_of(cpu_config, "lstm", "baseline")
     spec["measured_steps"] = 200
     out = tmp_path / "metrics.json"
-    cmd = [sys.executable, "-m", "workloads.cli", "run", "--spec", json.dumps(spec), "--out", str(out)]
+    cmd = [sys.executable, "-m", "trainperf.cli", "run", "--spec", json.dumps(spec), "--out", str(out)]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:  # kill it in the middle of its measured steps
         if "step " in line and "/200" in line:
@@ -84,7 +85,7 @@ def test_probe_steps_until_the_loss_goes_non_finite_and_shows_where(cpu_config):
 
 
 def test_probe_of_a_skipped_cell_is_one_clear_error(capsys):
-    from workloads import cli
+    from trainperf import cli
     assert cli.main(["probe", "lstm", "channels-last", "--steps", "1", "--preset", "cpu"]) == 2
     assert capsys.readouterr().err.startswith("trainperf: lstm/channels-last is skipped here: ")
 

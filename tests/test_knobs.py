@@ -7,6 +7,7 @@ import torch
 import workloads
 from tests.conftest import cuda, spec_of
 from workloads import harness
+from trainperf.sweep import run_cell
 
 
 def _with(cfg, workload, variant, **knobs):
@@ -44,7 +45,7 @@ def test_autocast_dtype_reaches_the_convolutions(cpu_config, precision, dtype):
 
 
 def test_cpu_preset_skips_amp_with_its_reason(cpu_config):
-    from workloads import matrix
+    from trainperf import matrix
     cell = matrix.cell(cpu_config, "resnet50", "amp")
     assert cell["status"] == "skipped" and "precision is off in the cpu preset" in cell["reason"]
 
@@ -100,7 +101,7 @@ def test_lazy_sync_reads_the_loss_every_n_steps(cpu_config):
 def test_non_finite_loss_fails_the_cell(cpu_config):
     spec = _with(cpu_config, "lstm", "baseline")
     spec["params"]["lr"] = 1e30  # poisons the weights: the second loss is inf or nan
-    record = harness.run(spec)
+    record = run_cell(spec)
     assert record["status"] == "failed" and "non-finite loss" in record["reason"]
     # the losses read before it tell a divergence from a sudden overflow
     before = record["reason"].split("losses before: ")[1].rstrip(")").split(", ")
@@ -159,9 +160,9 @@ def test_fused_optimizer_steps_with_the_fused_sgd(cpu_config):
 
 @pytest.mark.parametrize("variant", ["baseline", "dali"])
 def test_the_input_observer_runs_the_loader_alone(cpu_config, variant):
-    from workloads import matrix
+    from trainperf import matrix
     spec = matrix.cell(cpu_config, "resnet50", variant, "input")["spec"]
-    record = harness.run(spec)
+    record = run_cell(spec)
     assert record["status"] == "ok", record["reason"]
     m = {r["metric"]: r["value"] for r in record["metrics"]}
     assert m["throughput"] > 0 and "final_loss" not in m
@@ -176,9 +177,9 @@ def test_the_input_observer_runs_the_loader_alone(cpu_config, variant):
 
 @pytest.mark.parametrize("variant", ["workers", "dali"])
 def test_the_step_observer_trains_on_one_batch_of_the_loaders(cpu_config, variant):
-    from workloads import matrix
+    from trainperf import matrix
     spec = {**matrix.cell(cpu_config, "resnet50", variant, "step")["spec"]}
-    record = harness.run(spec)
+    record = run_cell(spec)
     assert record["status"] == "ok", record["reason"]
     m = {r["metric"]: r["value"] for r in record["metrics"]}
     assert m["throughput"] > 0 and math.isfinite(m["final_loss"])

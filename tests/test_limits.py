@@ -5,8 +5,9 @@ import json
 import pytest
 import torch
 
-from profiles import env, limits
-from workloads import cli
+from workloads import env
+from trainperf import limits
+from trainperf import cli
 
 NOISY = [0.054, 0.095, 0.071, 0.088]  # TFLOP/s: one peak measured again and again on a busy 2-core CPU
 

@@ -128,7 +128,7 @@ def test_a_cell_under_a_tool_is_done_only_once_the_tools_findings_are_in_its_rec
     """The run under ncu writes its own record aside; a sweep stopped before the report was read
     (a time limit) must leave the cell to run again, not a record that passes for done."""
     import lzma
-    from workloads import sweep
+    from trainperf import sweep
     folder = DATA / "resnet50-optimized-ncu"
     recorded = json.loads((folder / "metrics.json").read_text())
     spec = {**recorded["spec"], "timeline": str(DATA / "resnet50-optimized-nsys/metrics.json")}

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import copy_workflow
 import workloads
-from workloads import config, matrix
+from trainperf import config, matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,13 +5,14 @@ import pytest
 
 import workloads
 from workloads import harness
+from trainperf.sweep import run_cell
 from tests.conftest import spec_of
 
 
 @pytest.mark.parametrize("workload", workloads.names())
 @pytest.mark.parametrize("variant", ["baseline", "optimized"])
 def test_workload_trains_two_steps(cpu_config, workload, variant):
-    record = harness.run(spec_of(cpu_config, workload, variant))
+    record = run_cell(spec_of(cpu_config, workload, variant))
     assert record["status"] == "ok", record["reason"]
     metrics = {m["metric"]: m for m in record["metrics"]}
     assert metrics["throughput"]["value"] > 0

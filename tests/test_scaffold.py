@@ -6,7 +6,9 @@ import pytest
 
 import workloads
 from tests.conftest import spec_of
-from workloads import harness, scaffold
+from trainperf import scaffold
+from workloads import harness
+from trainperf.sweep import run_cell
 from workloads.base import REGISTRY, WorkloadError
 
 
@@ -27,7 +29,7 @@ def test_scaffolded_workload_registers_trains_and_passes_its_test(tmp_path, cpu_
     namespace = {}
     exec(compile(test_file.read_text(), str(test_file), "exec"), namespace)
     namespace[f"test_{name}_output_shape"]()
-    record = harness.run(spec_of(cpu_config, name, "baseline"))
+    record = run_cell(spec_of(cpu_config, name, "baseline"))
     assert record["status"] == "ok", record["reason"]
 
 
@@ -36,7 +38,7 @@ def test_the_scaffold_prompts_for_knob_reason_and_its_example_skips_compile(tmp_
     """A model on nn.LSTM or nn.GRU inherits compile on a GPU unless knob_reason says it cannot act:
     the file prompts for the override, defers to the base class as written, and its example,
     uncommented, skips compile with its reason."""
-    from workloads import config, variants
+    from trainperf import config, variants
     gpu = variants.Machine("gpu", cuda=True)
     as_written, edited = (scaffold.new(f"{kind}_{n}", kind, tmp_path)[0] for n in ("as_written", "edited"))
     text = as_written.read_text()

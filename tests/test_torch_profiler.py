@@ -9,11 +9,12 @@ from analysis import aggregate
 from profiles import kineto
 from tests.conftest import spec_of
 from workloads import harness
+from trainperf.sweep import run_cell
 
 
 @pytest.fixture(scope="module")
 def profiled(tmp_path_factory, datasets):
-    from workloads import config, matrix
+    from trainperf import config, matrix
     cfg = config.load(overrides={"preset": "cpu", "data_root": str(datasets), "profilers": ["timing", "torch"]})
     cfg["presets"]["cpu"].update(warmup_steps=1, measured_steps=4)
     cfg = matrix.resolve(cfg)
@@ -22,7 +23,7 @@ def profiled(tmp_path_factory, datasets):
     for profiler in ("timing", "torch"):
         spec = matrix.cell(cfg, "lstm", "baseline", profiler)["spec"]
         (out / profiler).mkdir()
-        records[profiler] = harness.run(spec, out_dir=out / profiler)
+        records[profiler] = run_cell(spec, out_dir=out / profiler)
         (out / profiler / "metrics.json").write_text(json.dumps(records[profiler], default=str))
     return records, out
 

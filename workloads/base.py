@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from workloads.knobs import KNOBS, NEEDS
+
 REGISTRY: dict[str, type["Workload"]] = {}
 
 
@@ -80,14 +82,9 @@ class Workload:
     def knob_reason(cls, knob: str, value, cuda: bool) -> str | None:
         """Why a knob value does not apply to this workload (on a machine with or without CUDA),
         or None when it does. Override to add a workload's own limits, calling super()."""
-        if knob == "channels_last" and value and not cls.cnn:
-            return f"channels_last applies to CNNs; {cls.name} is not one"
-        if knob == "eager_pooling" and value and not cls.cnn:
-            return f"eager_pooling applies to CNNs' max-pooling; {cls.name} has none"
-        if knob == "sdpa_backend" and value != "auto" and not cls.attention:
-            return f"sdpa_backend applies to models with attention; {cls.name} has none"
-        if knob in ("loader", "dali_hw_decoder_load", "dali_jpeg_buffers") and value != "torch" and cls.data != "images":
-            return f"DALI decodes images; {cls.name} reads {cls.data}"
+        need = KNOBS[knob].needs
+        if need and value != KNOBS[knob].default and not NEEDS[need][0](cls):
+            return NEEDS[need][1].format(knob=knob, name=cls.name, data=cls.data)
         if knob == "loader" and value == "dali" and not _installed("nvidia.dali"):
             return "DALI is not installed (pip install -e '.[dali]')"
         return None

@@ -1,18 +1,11 @@
 """torch.compile's on-disk caches, kept apart per cell configuration, and a check that a compiled
 model ran the precision its cell asked for.
 
-Why: inductor's caches are keyed on the graph dynamo captures plus some global state. State that
-acts while AOTAutograd traces the graph (autocast's dtype, the attention kernels allowed by
-`sdpa_kernel`) is not all in the key in every PyTorch release; PyTorch 2.11's AOTAutograd cache
-keys autocast's on/off but not its dtype (fixed by pytorch/pytorch#181564). Measured on an H200
-with 2.11: cells with AMP fp16 whose cache held the same model compiled under bf16 ran bf16
-matrix products (cuBLAS's `nvjet_sm90_tst_*` kernels in their nsys timeline, `*_hsh_*` when
-compiled fresh) and trained bit for bit as the bf16 cell; ViT-B/16's FlashAttention and cuDNN
-attention cells trained bit for bit as the default one.
-
-So each combination of the knobs that can change what is traced gets its own cache folder; the
-knobs of the input pipeline and the host's syncing cannot, so cells differing only there still
-share compiled graphs (optimized and optimized-no-workers do).
+Inductor's cache key does not hold all the state that acts while a graph is traced (PyTorch 2.11
+keys autocast's on/off but not its dtype: pytorch/pytorch#181564), so a cell could load a graph
+compiled for another precision or attention backend. Each combination of the knobs that can change
+what is traced (the knob table's `traced`) gets its own cache folder; cells that differ only in the
+input pipeline or the host's syncing share compiled graphs.
 """
 from __future__ import annotations
 
@@ -23,9 +16,11 @@ from pathlib import Path
 
 import torch
 
-# Knobs that act outside the traced model: the input pipeline and when the host reads the loss.
-RUNTIME_KNOBS = frozenset({"loader", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
-                           "copy", "sync_every", "dali_hw_decoder_load", "dali_jpeg_buffers"})
+from workloads.knobs import KNOBS
+
+# Knobs that act outside the traced model (the knob table's traced=False); any other knob a spec
+# carries, even one the table no longer has, is in the key.
+RUNTIME_KNOBS = frozenset(name for name, knob in KNOBS.items() if not knob.traced)
 REDUCED = (torch.float16, torch.bfloat16)
 CACHE_ENV = "TRAINPERF_COMPILE_CACHE"  # the folder that holds the per-cell cache folders
 _STARTED_WITH = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # before this module points it elsewhere
@@ -33,6 +28,7 @@ _STARTED_WITH = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # before this module 
 
 def cache_key(spec: dict) -> str:
     """The cell's workload and its knobs that can change a traced graph, as a folder name."""
+    # the spec's own knobs, not the table's: an older spec lacks the knobs added since, and keeps its key
     traced = {k: v for k, v in sorted(spec["knobs"].items()) if k not in RUNTIME_KNOBS}
     digest = hashlib.sha256(json.dumps([spec["workload"], spec.get("params"), traced],
                                        sort_keys=True, default=str).encode()).hexdigest()

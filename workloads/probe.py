@@ -8,7 +8,8 @@ from typing import Iterator
 
 import torch
 
-from workloads import compiled, harness
+from workloads import compiled
+from workloads.trainer import Trainer
 
 
 def largest(tensors) -> tuple[float, int]:
@@ -48,7 +49,7 @@ def first_nonfinite_module(model: torch.nn.Module, run) -> str | None:
     return found[0] if found else None
 
 
-def recheck(t: harness.Trainer, x: torch.Tensor, y: torch.Tensor) -> dict:
+def recheck(t: Trainer, x: torch.Tensor, y: torch.Tensor) -> dict:
     """The forward of a batch whose loss came out non-finite, again with the same weights (GradScaler
     skipped the update): through the cell's forward (compiled or not) and eager, module by module.
     A finite eager loss puts the fault in the compiled code; a finite second try, in something that
@@ -64,7 +65,7 @@ def recheck(t: harness.Trainer, x: torch.Tensor, y: torch.Tensor) -> dict:
 def probe(spec: dict, steps: int) -> Iterator[dict]:
     """Train `steps` steps of the cell, syncing after each; one row per step. Stops after the first
     non-finite loss, whose row also holds its `recheck`."""
-    t = harness.Trainer(spec)
+    t = Trainer(spec)
     start = graph_counts()  # the counters are the process's: count this cell's from here
     for i in range(steps):
         x, y = next(t.batches)

@@ -63,16 +63,6 @@ def latest(spec: dict, out: str | Path) -> dict | None:
     return None
 
 
-# Knobs added after records were first made, each with the value that does what the code did
-# before the knob existed: a record without the knob is the same run as a spec with that value.
-KNOBS_ADDED = {"sdpa_backend": "auto", "compile_optimizer": False, "batch_scale": 1, "dali_jpeg_buffers": False,
-               "eager_pooling": False}
-
-
 def same_run(recorded: dict | None, spec: dict) -> bool:
     """Does a record's spec describe this cell? (cell_hash is a digest of the spec: not compared.)"""
-    if not recorded or "knobs" not in recorded:
-        return False
-    added = {k: v for k, v in KNOBS_ADDED.items() if k in spec["knobs"] and k not in recorded["knobs"]}
-    recorded = {**recorded, "knobs": {**recorded["knobs"], **added}}
-    return {**recorded, "cell_hash": None} == {**spec, "cell_hash": None}
+    return bool(recorded) and {**recorded, "cell_hash": None} == {**spec, "cell_hash": None}

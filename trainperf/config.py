@@ -1,4 +1,5 @@
-"""Load config/config.yaml, validate it against config/schema.yaml, resolve 'auto' values."""
+"""Load config/config.yaml, validate it against config/schema.yaml (with the knobs of
+workloads/knobs.py), resolve 'auto' values."""
 from __future__ import annotations
 
 import copy
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import jsonschema
 import yaml
+
+from workloads.knobs import KNOBS, defaults
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "config" / "config.yaml"
@@ -32,13 +35,29 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"config error at {key}: {error.message}"
 
 
+def knob_definitions() -> dict:
+    """The schema's definitions made from the knob table: knobs (a set of knob values) and knob
+    (a knob's name)."""
+    knobs = {"type": "object", "additionalProperties": False,
+             "properties": {name: knob.allowed for name, knob in KNOBS.items()}}
+    return {"knobs": knobs, "knob": {"enum": list(KNOBS)}}
+
+
+def schema() -> dict:
+    loaded = yaml.safe_load(SCHEMA.read_text())
+    loaded["definitions"].update(knob_definitions())
+    return loaded
+
+
 def validate(config: dict) -> dict:
-    """Raise ConfigError with one line naming the first bad key; return the config."""
+    """Raise ConfigError with one line naming the first bad key; return the config, its baseline
+    with every knob (those it leaves out at the table's defaults)."""
     flag = config.get("gpu_jobs")  # `snakemake --config gpu_jobs=true` passes the string 'true'
     if isinstance(flag, str) and flag.lower() in ("true", "false"):
         config = {**config, "gpu_jobs": flag.lower() == "true"}
-    schema = yaml.safe_load(SCHEMA.read_text())
-    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(config),
+    if isinstance(config.get("baseline"), dict):
+        config = {**config, "baseline": {**defaults(), **config["baseline"]}}
+    errors = sorted(jsonschema.Draft7Validator(schema()).iter_errors(config),
                     key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         error = jsonschema.exceptions.best_match(errors)

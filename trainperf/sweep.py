@@ -35,12 +35,19 @@ def done(spec: dict, out: Path) -> bool:
     return record.latest(spec, out) is not None
 
 
+def run_cell(spec: dict, out_dir: Path | None = None) -> dict:
+    """One cell in this process, under the observer its profiler names."""
+    from profiles import OBSERVERS
+    from workloads import harness
+    return harness.run(spec, OBSERVERS[spec["profiler"]], out_dir=out_dir)
+
+
 def run_cells(jobs: list[tuple[dict, Path]]) -> int:
     """In the child: run the cells in order; stop after the first that fails."""
     import torch
     from workloads import harness
     for spec, out in jobs:
-        result = harness.run(spec, out_dir=out.parent)
+        result = run_cell(spec, out.parent)
         record.keep(out, result)
         gc.collect()
         torch._dynamo.reset()
@@ -82,7 +89,7 @@ def fork_cells(jobs: list[tuple[dict, Path]]) -> int:
 def launched(spec: dict) -> bool:
     """Does the cell run as its own process(es): under a profiling tool, or as DDP ranks?"""
     from profiles import OBSERVERS
-    from workloads.matrix import processes
+    from trainperf.matrix import processes
     return OBSERVERS[spec["profiler"]].wraps_process or processes(spec) > 1
 
 
@@ -91,7 +98,7 @@ def launched_cell(spec: dict, out: Path) -> int:
     output is parsed into the record (or the tool's error becomes the cell's reason)."""
     from profiles import OBSERVERS
     from workloads import ddp
-    from workloads.matrix import processes
+    from trainperf.matrix import processes
     out.parent.mkdir(parents=True, exist_ok=True)
     observer_cls = OBSERVERS[spec["profiler"]]
     observer = observer_cls(spec, False, out.parent) if observer_cls.wraps_process else None
@@ -101,7 +108,7 @@ def launched_cell(spec: dict, out: Path) -> int:
         record.keep(out, record.failed(spec, str(e)))
         return 0
     target = observer.staged(out) if observer else out
-    cmd = [*prefix, *ddp.launcher(processes(spec)), "workloads.cli", "run", "--spec", json.dumps(spec), "--out", str(target)]
+    cmd = [*prefix, *ddp.launcher(processes(spec)), "trainperf.cli", "run", "--spec", json.dumps(spec), "--out", str(target)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env={**os.environ, **(ddp.ENV if processes(spec) > 1 else {})})

@@ -12,13 +12,14 @@ from workloads.record import write_json
 
 
 def _config(args) -> dict:
-    from workloads import config, matrix
+    from trainperf import config, matrix
     overrides = {"preset": args.preset} if getattr(args, "preset", None) else {}
     return matrix.resolve(config.load(args.config, overrides))
 
 
 def cmd_run(args) -> int:
-    from workloads import harness, matrix
+    from trainperf import matrix
+    from trainperf.sweep import run_cell
     from workloads.record import keep
     if args.spec:
         spec = json.loads(args.spec)
@@ -30,7 +31,7 @@ def cmd_run(args) -> int:
                 write_json(args.out, {**cell, "spec": None})
             return 0
         spec = cell["spec"]
-    record = harness.run(spec, out_dir=Path(args.out).parent if args.out else None)
+    record = run_cell(spec, Path(args.out).parent if args.out else None)
     rank, ranks = int(os.environ.get("RANK", 0)), matrix.processes(spec)
     if ranks > 1 and record["status"] != "ok":
         record["reason"] = f"rank {rank} of {ranks}: {record['reason']}"
@@ -47,7 +48,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from workloads import sweep
+    from trainperf import sweep
     listed = json.loads(Path(args.jobs_file).read_text() if args.jobs_file else args.jobs)
     jobs = [(spec, Path(out)) for spec, out in listed]
     sweep.sweep(jobs)
@@ -74,7 +75,8 @@ def cmd_check(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    from workloads import harness, precompile
+    from trainperf import precompile
+    from workloads import harness
     if args.spec:
         write_json(args.out, harness.compile_only(json.loads(args.spec)))
         return 0
@@ -85,7 +87,8 @@ def cmd_compile(args) -> int:
 
 def cmd_limits(args) -> int:
     import torch
-    from profiles import env, limits
+    from workloads import env
+    from trainperf import limits
     from workloads import harness
     chosen = {name: harness.workload_of(spec) for name, spec in json.loads(args.specs).items()}
     device, fingerprint = torch.device("cuda" if env.has_cuda() else "cpu"), env.fingerprint()
@@ -110,7 +113,7 @@ def cmd_data(args) -> int:
 
 
 def cmd_matrix(args) -> int:
-    from workloads import matrix
+    from trainperf import matrix
     for c in matrix.cells(_config(args)):
         k = c["keys"]
         print(f"{k['workload']:14} {k['variant']:40} {k['profiler']:7} rep{k['rep']}  "
@@ -119,7 +122,8 @@ def cmd_matrix(args) -> int:
 
 
 def cmd_probe(args) -> int:
-    from workloads import matrix, probe
+    from trainperf import matrix
+    from workloads import probe
     cell = matrix.cell(_config(args), args.workload, args.variant)
     if cell["status"] == "skipped":
         raise ValueError(f"{args.workload}/{args.variant} is skipped here: {cell['reason']}")
@@ -131,7 +135,7 @@ def cmd_probe(args) -> int:
 def cmd_pending(args) -> int:
     """The cells of a machine's matrix without a record, for `aggregate --skipped`: those the
     matrix skips there (with why) and those not run yet (with --reason)."""
-    from workloads import config, matrix
+    from trainperf import config, matrix
     gpu = args.gpus > 0
     cfg = config.load(args.config, {"gpu_jobs": gpu, "machine": args.machine, "preset": "gpu" if gpu else "cpu"})
     if args.repetitions:
@@ -155,13 +159,15 @@ def cmd_pending(args) -> int:
 
 def cmd_aggregate(args) -> int:
     from analysis import aggregate
+    from trainperf import config, variants
     skipped = json.loads(Path(args.skipped).read_text()) if args.skipped else []
-    aggregate.main(args.runs, skipped, args.out_dir, args.compiles)
+    catalog = variants.catalog(config.load(args.config))
+    aggregate.main(args.runs, skipped, args.out_dir, args.compiles, catalog)
     return 0
 
 
 def cmd_new(args) -> int:
-    from workloads import scaffold
+    from trainperf import scaffold
     files = scaffold.new(args.name, args.kind, args.root)
     print(scaffold.NEXT_STEPS.format(files=", ".join(map(str, files)), workload=files[0], name=args.name))
     return 0
@@ -174,13 +180,13 @@ def cmd_report(args) -> int:
 
 
 def cmd_env(args) -> int:
-    from profiles import env
+    from workloads import env
     print(json.dumps({"machine": env.machine_slug(), **env.fingerprint()}, indent=1))
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
-    from workloads.config import CONFIG
+    from trainperf.config import CONFIG
     p = argparse.ArgumentParser(prog="trainperf", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run one cell of the matrix")
@@ -188,7 +194,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("variant", nargs="?", default="baseline")
     r.add_argument("--profiler", default="timing")
     r.add_argument("--rep", type=int, default=0)
-    r.add_argument("--preset", choices=["cpu", "gpu"])
+    r.add_argument("--preset", help="a preset of the config (default: auto)")
     r.add_argument("--config", default=CONFIG)
     r.add_argument("--spec", help="a cell spec as JSON (what the Snakefile passes)")
     r.add_argument("--out", help="write the run's record (metrics.json) here")
@@ -198,7 +204,7 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("workload")
     pr.add_argument("variant")
     pr.add_argument("--steps", type=int, default=30)
-    pr.add_argument("--preset", choices=["cpu", "gpu"])
+    pr.add_argument("--preset", help="a preset of the config (default: auto)")
     pr.add_argument("--config", default=CONFIG)
     pr.set_defaults(func=cmd_probe)
     s = sub.add_parser("sweep", help="run several cells in one process (what the Snakefile calls)")
@@ -230,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(func=cmd_data)
     m = sub.add_parser("matrix", help="list every cell and whether it runs or is skipped")
-    m.add_argument("--preset", choices=["cpu", "gpu"])
+    m.add_argument("--preset", help="a preset of the config (default: auto)")
     m.add_argument("--config", default=CONFIG)
     m.set_defaults(func=cmd_matrix)
     pe = sub.add_parser("pending", help="a machine's cells without a record (skipped, or not run yet) as JSON")
@@ -249,6 +255,7 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--skipped", help="JSON file of skipped cells")
     a.add_argument("--compiles", nargs="*", default=[], help="the compile stage's records (runs/<machine>/compiled/*.json)")
     a.add_argument("--out-dir", required=True)
+    a.add_argument("--config", default=CONFIG, help="the config whose variants' kinds and order the tables carry")
     a.set_defaults(func=cmd_aggregate)
     n = sub.add_parser("new", help="scaffold a workload file and its test")
     n.add_argument("name", help="the workload's name (a Python module name, e.g. my_model)")
@@ -265,7 +272,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     from workloads.base import WorkloadError
-    from workloads.config import ConfigError
+    from trainperf.config import ConfigError
     args = parser().parse_args(argv)
     if args.command == "run" and not args.spec and not args.workload:
         parser().error("run needs a workload name or --spec")

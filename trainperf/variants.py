@@ -6,12 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workloads.base import Workload
-
-# knob -> values that need a CUDA device to mean anything
-CUDA_ONLY = {"precision": {"tf32"}, "cudnn_benchmark": {True}, "pin_memory": {True}, "copy": {"async"},
-             "compile": {"reduce-overhead", "max-autotune"},  # these two modes capture CUDA graphs
-             "sdpa_backend": {"efficient", "cudnn"}}  # PyTorch's CPU attention has flash and math only
-DALI_GPU = ("dali_hw_decoder_load", "dali_jpeg_buffers")  # knobs of DALI's GPU ("mixed") JPEG decoder
+from workloads.knobs import KNOBS
 
 
 @dataclass(frozen=True)
@@ -29,31 +24,47 @@ def fixes(config: dict, preset: str) -> dict[str, dict]:
     return {name: {**knobs, **overrides.get(name, {})} for name, knobs in config["fixes"].items()}
 
 
+def stage_name(chain: str, step: str) -> str:
+    """A chain's stage: upto-<step> for the `stages` chain, <chain>-upto-<step> for the others."""
+    return f"upto-{step}" if chain == "stages" else f"{chain}-upto-{step}"
+
+
+def stages(config: dict) -> dict[str, tuple[str, int]]:
+    """Every chain stage's variant name -> (its chain, its place in the chain)."""
+    return {stage_name(c, s): (c, i) for c, spec in config.get("chains", {}).items() for i, s in enumerate(spec["fixes"])}
+
+
 def names(config: dict) -> list[str]:
     """Every variant name in matrix order: baseline, fixes, extras, optimized, tuning levers,
-    ablations, stages, data-parallel scaling."""
+    ablations, chain stages, data-parallel scaling."""
     fx = list(config["fixes"])
-    stages = [f"upto-{f}" for f in config.get("stages", {}).get("fixes", [])]
     return ["baseline", *fx, *config.get("extra_variants", {}), "optimized",
             *(f"optimized+{lever}" for lever in config.get("tuning", {})), *(f"optimized-no-{f}" for f in fx),
-            *stages, *(f"ddp{n}" for n in config.get("scaling", {}).get("processes", []))]
+            *stages(config), *(f"ddp{n}" for n in config.get("scaling", {}).get("processes", []))]
 
 
-def in_scope(config: dict, workload: str, variant: str) -> bool:
-    """The stage-by-stage chain (upto-<fix>) and the data-parallel variants (ddp<N>) run for the
-    workloads `stages` and `scaling` name; the rest everywhere."""
-    for prefix, section in (("upto-", "stages"), ("ddp", "scaling")):
-        if variant.startswith(prefix):
-            return workload in config.get(section, {}).get("workloads", [])
+def in_scope(config: dict, workload: str, variant: str, profiler: str = "timing") -> bool:
+    """A chain's stages run for the workloads (and under the profilers, where it names them) of
+    its chain, the data-parallel variants for those `scaling` names; the rest everywhere."""
+    if variant in stages(config):
+        chain = config["chains"][stages(config)[variant][0]]
+        return workload in chain["workloads"] and profiler in chain.get("profilers", [profiler])
+    if variant.startswith("ddp"):
+        return workload in config.get("scaling", {}).get("workloads", [])
     return True
 
 
+def steps(config: dict) -> dict[str, dict]:
+    """What a chain step may name: a fix, an extra variant or a tuning lever (their knobs)."""
+    return {**config["fixes"], **config.get("extra_variants", {}), **config.get("tuning", {})}
+
+
 def stage_knobs(name: str, base: dict, applicable: dict[str, dict], config: dict) -> dict:
-    """upto-<fix>: the baseline with every applicable fix of the chain up to <fix> applied, in order."""
-    chain = config["stages"]["fixes"]
+    """A chain's stage: the baseline with every applicable step of its chain up to this one applied, in order."""
+    chain, i = stages(config)[name]
     knobs = dict(base)
-    for f in chain[: chain.index(name[len("upto-"):]) + 1]:
-        knobs.update(applicable.get(f, {}))
+    for step in config["chains"][chain]["fixes"][: i + 1]:
+        knobs.update(applicable.get(step, {}))
     return knobs
 
 
@@ -65,7 +76,7 @@ def knob_reason(knob: str, value, workload: type[Workload], config: dict, machin
     reason = workload.knob_reason(knob, value, machine.cuda)
     if reason:
         return reason
-    if (value in CUDA_ONLY.get(knob, ()) or knob in DALI_GPU) and not machine.cuda:
+    if KNOBS[knob].needs_cuda(value) and not machine.cuda:
         return f"{knob}={value} needs a CUDA GPU; this machine has none"
     # a preset's reason is given for every workload: it must not speak of one model
     disabled = config["presets"][machine.preset].get("disabled", {})
@@ -79,17 +90,26 @@ def _reason(knobs: dict, workload, config, machine) -> str | None:
 
 
 def effective(knobs: dict, baseline: dict, machine: Machine) -> dict:
-    """The knobs with the ones that cannot act reset to the baseline, to find identical variants."""
-    k = dict(knobs)
-    if k["num_workers"] == 0 or k["loader"] == "dali":
-        k.update(prefetch_factor=baseline["prefetch_factor"], persistent_workers=baseline["persistent_workers"])
-    if k["loader"] == "dali" and machine.cuda:  # DALI hands over batches already on the GPU
-        k.update(pin_memory=baseline["pin_memory"], copy=baseline["copy"])
-    if not k["compile"]:  # nothing is compiled that the pooling could stay out of
-        k["eager_pooling"] = baseline.get("eager_pooling")
-    if k["loader"] != "dali" or not machine.cuda:  # only DALI's GPU ("mixed") decoder has these knobs
-        k.update({knob: baseline.get(knob) for knob in DALI_GPU})
-    return k
+    """The knobs with the ones that cannot act (the table's `acts`) reset to the baseline, to find
+    identical variants."""
+    return {name: value if KNOBS[name].acts(knobs, machine.cuda) else baseline[name]
+            for name, value in knobs.items()}
+
+
+def stage(name: str, workload, config: dict, machine: Machine, earlier: dict) -> tuple[dict | None, str | None]:
+    """A chain's stage, skipped where it has the knobs of an earlier variant (`earlier`, name ->
+    knobs) or an earlier stage of its chain, the nearest first; a chain that names its profilers is
+    compared within itself only. A step that cannot act here (a reason) is left out."""
+    chain, i = stages(config)[name]
+    usable = {s: k for s, k in steps(config).items() if not _reason(k, workload, config, machine)}
+    knobs = stage_knobs(name, config["baseline"], usable, config)
+    before = [stage_name(chain, s) for s in reversed(config["chains"][chain]["fixes"][:i])]
+    candidates = {s: stage_knobs(s, config["baseline"], usable, config) for s in before}
+    candidates = {"baseline": config["baseline"], **({} if "profilers" in config["chains"][chain] else earlier),
+                  **candidates}
+    base = config["baseline"]
+    same = next((e for e, k in candidates.items() if effective(k, base, machine) == effective(knobs, base, machine)), None)
+    return (None, f"same knobs as {same} here") if same else (knobs, None)
 
 
 def resolve(name: str, workload: type[Workload], config: dict, machine: Machine) -> tuple[dict | None, str | None]:
@@ -111,14 +131,8 @@ def resolve(name: str, workload: type[Workload], config: dict, machine: Machine)
         return (None, reason) if reason else (knobs, None)
     if name == "optimized":
         return optimized, None
-    if name.startswith("upto-") and name[len("upto-"):] in config.get("stages", {}).get("fixes", []):
-        knobs = stage_knobs(name, base, applicable, config)
-        chain = config["stages"]["fixes"]
-        before = reversed(chain[:chain.index(name[len("upto-"):])])  # the nearest earlier stage first
-        earlier = {"baseline": base, **{f: {**base, **k} for f, k in singles.items()}, "optimized": optimized,
-                   **{f"upto-{f}": stage_knobs(f"upto-{f}", base, applicable, config) for f in before}}
-        same = next((e for e, k in earlier.items() if effective(k, base, machine) == effective(knobs, base, machine)), None)
-        return (None, f"same knobs as {same} here") if same else (knobs, None)
+    if name in stages(config):
+        return stage(name, workload, config, machine, {**{f: {**base, **k} for f, k in singles.items()}, "optimized": optimized})
     if name.startswith("optimized+") and name[len("optimized+"):] in config.get("tuning", {}):
         lever = config["tuning"][name[len("optimized+"):]]
         knobs = {**optimized, **lever}
@@ -140,3 +154,17 @@ def resolve(name: str, workload: type[Workload], config: dict, machine: Machine)
             return None, f"same as optimized here: {fix} has no effect with the other fixes on"
         return knobs, None
     raise KeyError(f"unknown variant {name!r}; known: {', '.join(names(config))}")
+
+
+def catalog(config: dict) -> list[dict]:
+    """Every variant of the config with its kind, its place in the matrix's order and the fix,
+    lever or process count it is about: what the tables and the report need of the config."""
+    kinds = {"baseline": ("baseline", ""), "optimized": ("optimized", "")}
+    kinds |= {f: ("fix", f) for f in config["fixes"]} | {e: ("extra", e) for e in config.get("extra_variants", {})}
+    kinds |= {f"optimized+{t}": ("lever", t) for t in config.get("tuning", {})}
+    kinds |= {f"optimized-no-{f}": ("ablation", f) for f in config["fixes"]}
+    kinds |= {v: ("stage", config["chains"][c]["fixes"][i]) for v, (c, i) in stages(config).items()}
+    kinds |= {f"ddp{n}": ("ddp", str(n)) for n in config.get("scaling", {}).get("processes", [])}
+    chain = {v: c for v, (c, _) in stages(config).items()}
+    return [{"variant": v, "kind": kinds[v][0], "about": kinds[v][1], "chain": chain.get(v, ""), "order": i}
+            for i, v in enumerate(names(config))]

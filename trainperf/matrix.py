@@ -4,11 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import workloads
-from profiles import env
+from workloads import env
 from profiles import OBSERVERS
-from workloads import variants
-from workloads.config import ConfigError, digest
-from workloads.variants import Machine
+from trainperf import variants
+from trainperf.config import ConfigError, digest
+from trainperf.variants import Machine
 
 
 def resolve(config: dict) -> dict:
@@ -19,6 +19,8 @@ def resolve(config: dict) -> dict:
     config["tools_checked_here"] = declared == "auto"  # else the jobs run elsewhere (a cluster's GPU nodes)
     if config["preset"] == "auto":
         config["preset"] = "gpu" if cuda else "cpu"
+    if config["preset"] not in config["presets"]:
+        raise ConfigError(f"preset: {config['preset']!r} is not one of the presets: {', '.join(config['presets'])}")
     if config["machine"] == "auto":
         if declared != "auto":
             raise ConfigError("machine: name the GPU nodes' machine (e.g. machine=h200) when gpu_jobs is set")
@@ -33,9 +35,10 @@ def resolve(config: dict) -> dict:
         if unknown:
             raise ConfigError(f"unknown {key[:-1]} {', '.join(map(repr, unknown))}; known: {', '.join(names)}")
         config[key] = chosen
-    unknown = [f for f in config.get("stages", {}).get("fixes", []) if f not in config["fixes"]]
-    if unknown:
-        raise ConfigError(f"stages.fixes: unknown fix {', '.join(map(repr, unknown))}; known: {', '.join(config['fixes'])}")
+    for chain, spec in config.get("chains", {}).items():
+        _unknown(f"chains.{chain}.fixes", spec["fixes"], list(variants.steps(config)))
+        _unknown(f"chains.{chain}.workloads", spec["workloads"], known["workloads"])
+        _unknown(f"chains.{chain}.profilers", spec.get("profilers", []), known["profilers"])
     check_names(config, known)
     check_sizes(config)
     return config
@@ -55,8 +58,7 @@ def check_names(config: dict, known: dict) -> None:
         for profiler, chosen in p.get("profile", {}).items():
             for key in ("variants", "workloads"):
                 _unknown(f"presets.{preset}.profile.{profiler}.{key}", chosen.get(key, "all"), known[key])
-    for section in ("stages", "scaling"):
-        _unknown(f"{section}.workloads", config.get(section, {}).get("workloads", []), known["workloads"])
+    _unknown("scaling.workloads", config.get("scaling", {}).get("workloads", []), known["workloads"])
 
 
 def check_sizes(config: dict) -> None:
@@ -68,7 +70,7 @@ def check_sizes(config: dict) -> None:
                               f"not {p['images']}")
         for name in config["workloads"]:
             workload = workloads.get(name)
-            defaults = workload.defaults.get(preset, {})
+            defaults = workload.defaults.get(p.get("sizes", preset), {})
             for key, value in p.get("workloads", {}).get(name, {}).items():
                 where = f"presets.{preset}.workloads.{name}.{key}"
                 if key not in defaults:
@@ -115,7 +117,7 @@ def data_path(config: dict, workload: type[workloads.Workload]) -> Path:
 def params(config: dict, workload: type[workloads.Workload], knobs: dict | None = None) -> dict:
     """The workload's sizes in this preset; a variant's batch_scale multiplies its batch size."""
     preset = config["presets"][config["preset"]]
-    p = {**workload.defaults[config["preset"]], **preset.get("workloads", {}).get(workload.name, {})}
+    p = {**workload.defaults[preset.get("sizes", config["preset"])], **preset.get("workloads", {}).get(workload.name, {})}
     return {**p, "batch_size": p["batch_size"] * (knobs or {}).get("batch_scale", 1)}
 
 
@@ -132,6 +134,8 @@ def record_path(config: dict, workload: str, variant: str, profiler: str, rep: i
 def profiled(config: dict, profiler: str, workload: str, variant: str) -> bool:
     """Does `profiler` observe this cell? timing observes every cell; the others the workloads
     and variants the preset's `profile` names for them."""
+    if variant in variants.stages(config) and "profilers" in config["chains"][variants.stages(config)[variant][0]]:
+        return True  # a chain that names its profilers: in_scope decides
     if profiler == "timing":
         return True
     chosen = config["presets"][config["preset"]].get("profile", {}).get(profiler, {})
@@ -179,8 +183,11 @@ def cell(config: dict, workload_name: str, variant: str, profiler: str = "timing
 
 def cells(config: dict) -> list[dict]:
     """Every cell, repetition-major so that each repetition sweeps all variants (interleaving).
-    Profilers other than timing observe one repetition of the cells the preset names."""
-    reps = config["presets"][config["preset"]]["repetitions"]
-    return [cell(config, w, v, p, r) for r in range(reps) for p in config["profilers"]
+    Profilers other than timing observe one repetition of the cells the preset names (every one
+    where its `profile` entry says `repeat: true`: a ceiling compared in pairs)."""
+    preset = config["presets"][config["preset"]]
+    repeated = {"timing", *(p for p, chosen in preset.get("profile", {}).items() if chosen.get("repeat"))}
+    chained = {v for v, (c, _) in variants.stages(config).items() if "profilers" in config["chains"][c]}
+    return [cell(config, w, v, p, r) for r in range(preset["repetitions"]) for p in config["profilers"]
             for w in config["workloads"] for v in config["variants"]
-            if (p == "timing" or r == 0) and profiled(config, p, w, v) and variants.in_scope(config, w, v)]
+            if (p in repeated or r == 0 or v in chained) and profiled(config, p, w, v) and variants.in_scope(config, w, v, p)]

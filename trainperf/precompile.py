@@ -39,7 +39,7 @@ def build(spec: dict, out: Path, threads: int) -> dict | None:
     if _stopping.is_set():  # a queued folder: the stage stopped before it started
         return None
     env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": str(threads)}  # Triton's workers: the host's share
-    cmd = [sys.executable, "-m", "workloads.cli", "compile", "--spec", json.dumps(spec), "--out", str(out)]
+    cmd = [sys.executable, "-m", "trainperf.cli", "compile", "--spec", json.dumps(spec), "--out", str(out)]
     t0 = time.time()
     with open(out.with_suffix(".log"), "w") as log:
         code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
