@@ -16,13 +16,13 @@ api_calls.csv the CUDA API calls of each nsys run, by name and thread (`training
              runs the loop; the others by name, e.g. `pt_autograd_0`), whether the call waits for
              the GPU, calls and host milliseconds per step
 variants.csv each variant's knobs per workload
+ratios.csv   every paired ratio the report shows (analysis/paired.py): each variant against the
+             baseline, each lever and ablation against optimized, each chain stage against the one
+             before it, under timing and the step alone; median, 95 % interval, pairs, status.
 Derived: `step_time_mean` (ms) per run, the measured window's time per step (throughput's
-inverse): the median step (`step_time`) hides a step that waits for the ones before it (the loss
-read every N steps) or for a burst of input, so the report's step column is this one;
-`loss_vs_baseline` (%): a variant's loss against the baseline's at the same training steps
-(the mean over the last LOSS_STEPS steps both ran, per repetition), the check that an optimization
-still trains; `speedup` (x): median throughput over the baseline's; `vs_optimized_paired` (x): a
-lever's or an ablation's throughput over optimized's measured in the same set of runs (see there).
+inverse); `loss_vs_baseline` (%): a variant's loss against the baseline's at the same training
+steps (the mean over the last LOSS_STEPS steps both ran, per repetition), the check that an
+optimization still trains.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from profiles import ncu
+from analysis import paired
+
 
 KEYS = ["workload", "variant", "profiler"]
 CEILINGS = {"input": "input_ceiling_used", "step": "step_ceiling_used"}  # profilers that measure a ceiling
@@ -70,7 +71,7 @@ def ncu_metrics(record: dict) -> list[dict]:
     matrix_tensor_pipe_util, the tensor pipe over its matrix-product kernels alone (none where no
     profiled kernel is one)."""
     kernels = [k for k in record.get("ncu", {}).get("kernels", []) if k.get("duration_us")]
-    matrix = [k for k in kernels if ncu.MATRIX_KERNEL.search(k.get("name", ""))]
+    matrix = [k for k in kernels if k["matrix"]]
     return _time_weighted(kernels, NCU_SUMMARY) + _time_weighted(matrix, {"matrix_tensor_pipe_util": "tensor_pct"})
 
 
@@ -84,18 +85,7 @@ def cost(record: dict) -> dict:
     return {"seconds": m.get("profiled_cell_time", record.get("duration_s")),
             "first_step_s": m.get("first_step_time"), "setup_s": m.get("setup_time"),
             "compile_s": m.get("first_step_time") if compiled else None,
-            "compile_key": cache_folder(record) if compiled else None}
-
-
-def cache_folder(record: dict) -> str:
-    """A compiled run's torch.compile cache folder: as its record names it, or, in records made
-    before they named it, the key of its spec with the knobs added since at the values it ran with."""
-    if record.get("compile_cache"):
-        return record["compile_cache"]
-    from workloads.compiled import cache_key  # imports torch: only for the records that need it
-    from workloads.record import KNOBS_ADDED
-    spec = record["spec"]
-    return cache_key({**spec, "knobs": {**KNOBS_ADDED, **spec["knobs"]}})
+            "compile_key": record["compile_cache"] if compiled else None}
 
 
 def step_time_mean(record: dict) -> list[dict]:
@@ -107,33 +97,51 @@ def step_time_mean(record: dict) -> list[dict]:
     return [{"metric": "step_time_mean", "value": 1e3 * per_step / tput, "unit": "ms"}]
 
 
-def vs_optimized_paired(records: list[dict]) -> list[dict]:
-    """`vs_optimized_paired` (x) per run of an optimized+<lever> or optimized-no-<fix> variant: its
-    throughput over that of the `optimized` run of the same workload, profiler and repetition made
-    in the same environment on the same day (one set of runs on one machine): what differs between
-    machines and days drops out. A variant added later has no such pair and no value."""
-    def tput(r):
-        return next((m["value"] for m in r["metrics"] if m["metric"] == "throughput"), None)
-    def where(r):
-        k = r["keys"]
-        return k["workload"], k["profiler"], k["rep"], json.dumps(r.get("env"), sort_keys=True), r.get("started", "")[:10]
-    ok = [r for r in records if r["status"] == "ok" and tput(r)]
-    ref = {where(r): tput(r) for r in ok if r["keys"]["variant"] == "optimized"}
-    return [{**r["keys"], "metric": "vs_optimized_paired", "value": tput(r) / ref[where(r)], "unit": "x"}
-            for r in ok if r["keys"]["variant"].startswith(("optimized+", "optimized-no-")) and where(r) in ref]
+def comparisons(cells: pd.DataFrame, catalog) -> list[tuple[str, str, str]]:
+    """The ratios the report shows, per workload: every variant against the baseline; each lever
+    and ablation against optimized; each stage of a chain against the stage before it."""
+    meta = {c["variant"]: c for c in catalog}
+    out = []
+    for w, g in cells.groupby("workload", sort=True):
+        present = sorted(set(g.variant), key=lambda v: (meta.get(v, {}).get("order", len(meta)), v))
+        out += [(w, "baseline", v) for v in present if v != "baseline"]
+        out += [(w, "optimized", v) for v in present if meta.get(v, {}).get("kind") in ("lever", "ablation")]
+        for chain in [c for c in dict.fromkeys(meta.get(v, {}).get("chain") for v in present) if c]:
+            stages = ["baseline", *(v for v in present if meta.get(v, {}).get("chain") == chain)]
+            out += [(w, a, b) for a, b in zip(stages, stages[1:]) if a != "baseline"]
+    return out
+
+
+def aliases(cells: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(workload, variant) -> the variant it was measured as, where the matrix skipped it as having
+    the same knobs ('same knobs as X here')."""
+    if "reason" not in cells:  # cells that say no reason: none was skipped as another
+        return {}
+    same = cells.reason.astype(str).str.extract(r"^same knobs as (\S+) here$")[0]
+    return {(w, v): x for w, v, x in zip(cells.workload, cells.variant, same) if isinstance(x, str)}
+
+
+def ratio_table(metrics: pd.DataFrame, cells: pd.DataFrame, catalog) -> pd.DataFrame:
+    """ratios.csv: every comparison's paired ratio of throughput, in the timing runs and (where
+    both cells ran it) the step alone."""
+    ran = cells[cells.status.isin(["ok", "failed"]) | cells.reason.astype(str).str.startswith("same knobs as")]
+    parts = [paired.table(metrics, cells, comparisons(ran[ran.profiler == p], catalog), profiler=p, aliases=aliases(cells))
+             for p in ("timing", "step") if (ran.profiler == p).any()]
+    return pd.concat(parts, ignore_index=True) if parts else paired.table(metrics, cells, [])
 
 
 def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(metrics, cells) DataFrames from run records (ok, failed or skipped)."""
     rows, cells = [], []
     for r in records:
-        keys = r["keys"]
+        keys = {**r["keys"], "run_set": paired.run_set(r["env"], r.get("started")) if r.get("env") else None}
         cells.append({**keys, "status": r["status"], "reason": r.get("reason"),
                       "log_tail": " | ".join(r.get("log_tail", [])), **cost(r)})
         if r["status"] == "ok":
             rows += [{**keys, **m} for m in r["metrics"] + step_time_mean(r) + ncu_metrics(r)]
-    metrics = pd.DataFrame(rows + vs_optimized_paired(records), columns=[*KEYS, "rep", "metric", "value", "unit"])
-    columns = [*KEYS, "rep", "status", "reason", "log_tail", "seconds", "first_step_s", "setup_s", "compile_s", "compile_key"]
+    metrics = pd.DataFrame(rows, columns=[*KEYS, "rep", "metric", "value", "unit", "run_set"])
+    columns = [*KEYS, "rep", "status", "reason", "log_tail", "seconds", "first_step_s", "setup_s", "compile_s", "compile_key",
+               "run_set"]
     return metrics, pd.DataFrame(cells, columns=columns)
 
 
@@ -198,18 +206,8 @@ def unreliable(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def derived(summary: pd.DataFrame) -> pd.DataFrame:
-    """Speedup against the same workload's baseline (lo..hi: the extremes of the ratio), and each
-    profiler's overhead: how much slower the same cell ran under it than under `timing`."""
-    out = overheads(summary)
-    rows = summary[summary["metric"] == "throughput"]
-    base = rows[rows["variant"] == "baseline"].set_index(["workload", "profiler"])
-    for _, r in rows.iterrows():
-        key = (r["workload"], r["profiler"])
-        if key in base.index:
-            b = base.loc[key]
-            out.append({**{k: r[k] for k in KEYS}, "metric": "speedup", "unit": "x", "median": r["median"] / b["median"],
-                        "lo": r["lo"] / b["hi"], "hi": r["hi"] / b["lo"], "n": r["n"]})
-    return pd.DataFrame(out)
+    """Each profiler's overhead and the ceilings' shares (ratios of cells are paired: ratios.csv)."""
+    return pd.DataFrame(overheads(summary))
 
 
 def overheads(summary: pd.DataFrame) -> list[dict]:
@@ -255,9 +253,17 @@ def api_call_table(records: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*KEYS, "rep", "name", "thread", "waits", "per_step", "ms_per_step"])
 
 
-def variant_table(records: list[dict]) -> pd.DataFrame:
+def variant_table(records: list[dict], catalog=()) -> pd.DataFrame:
+    """Each variant's kind (baseline, fix, extra, optimized, lever, ablation, stage, ddp; `other`
+    where the catalog does not name it), its order in the matrix, what it is about, its knobs."""
+    meta = {c["variant"]: c for c in catalog}
     rows = {(r["keys"]["workload"], r["keys"]["variant"]): r["spec"]["knobs"] for r in records if r.get("spec")}
-    return pd.DataFrame([{"workload": w, "variant": v, **k} for (w, v), k in sorted(rows.items())])
+    for w in {r["keys"]["workload"] for r in records}:  # a variant without a record keeps its place
+        rows |= {(w, v): {} for v in meta if (w, v) not in rows}
+    return pd.DataFrame([{"workload": w, "variant": v, "kind": meta.get(v, {}).get("kind", "other"),
+                          "about": meta.get(v, {}).get("about", ""), "chain": meta.get(v, {}).get("chain", ""),
+                          "order": meta.get(v, {}).get("order", len(meta)), **k}
+                         for (w, v), k in sorted(rows.items())])
 
 
 def environments(records: list[dict]) -> list[dict]:
@@ -278,7 +284,7 @@ def environments(records: list[dict]) -> list[dict]:
 
 
 def compile_table(paths) -> pd.DataFrame:
-    """The compile stage's records (workloads/precompile.py): one row per cache folder it built."""
+    """The compile stage's records (trainperf/precompile.py): one row per cache folder it built."""
     rows = []
     for r in load_records(paths):
         rows.append({"key": r["key"], "workload": r["cell"]["workload"], "variant": r["cell"]["variant"], "status": r["status"], "reason": r.get("reason"),
@@ -291,7 +297,9 @@ def compile_table(paths) -> pd.DataFrame:
                                        "stage_ts", "stage_s"])
 
 
-def main(run_paths, skipped: list[dict], out_dir, compiles=()) -> pd.DataFrame:
+def main(run_paths, skipped: list[dict], out_dir, compiles=(), catalog=()) -> pd.DataFrame:
+    """The tables of one machine; `catalog`: each variant's kind, order and what it is about (the
+    config's, as variants.csv carries it for the report)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if compiles:
@@ -307,5 +315,6 @@ def main(run_paths, skipped: list[dict], out_dir, compiles=()) -> pd.DataFrame:
     (out / "env.json").write_text(json.dumps(environments(records), indent=1))
     kernel_table(records).to_csv(out / "kernels.csv", index=False, float_format="%.6g")
     api_call_table(records).to_csv(out / "api_calls.csv", index=False, float_format="%.6g")
-    variant_table(records).to_csv(out / "variants.csv", index=False)
+    variant_table(records, catalog).to_csv(out / "variants.csv", index=False)
+    ratio_table(metrics, cells, catalog).to_csv(out / "ratios.csv", index=False, float_format="%.6g")
     return summary

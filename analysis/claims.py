@@ -1,95 +1,141 @@
-"""The documented claims (analysis/claims.yaml) against what was measured here: a value with its
-spread, and a verdict: holds / holds in direction, different size / does not hold / not measurable here."""
+"""The documented claims (analysis/claims.yaml) against what was measured here.
+
+Each claim names the cells that test it: two cells that differ only by the claimed fix (or the
+article's own chain), each with a line on why that pair tests it. A claim is judged on gains, from
+the paired ratio of its pair (analysis/paired.py) and that ratio's 95 % interval:
+- holds: the interval of the measured gain reaches the documented gain within a factor of
+  SIZE_FACTOR either way;
+- holds in direction, different size: the gain is established in the documented direction, but
+  its interval stays outside that band;
+- not established: the interval holds no change;
+- does not hold (the opposite): the interval lies on the other side of no change;
+- not measurable here: with why (a cell not run or failed, too few pairs, a metric not observed).
+A share (a value of one cell, e.g. an occupancy) holds where its interval over the runs of one set
+overlaps the documented range.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
+from analysis import paired
+from analysis.aggregate import aliases
+
 REGISTRY = Path(__file__).with_name("claims.yaml")
-SIZE_FACTOR = 2.0  # a measured effect within this factor of the documented one "holds" in size
+SIZE_FACTOR = 2.0
+RULE = (f"A claim is judged on its gain: the paired ratio after / before of its two cells (one set of runs, "
+        f"paired by repetition; median and 95 % bootstrap interval) less one, against the documented gain. "
+        f"**holds**: the interval reaches the documented gain within a factor of {SIZE_FACTOR:g} either way; "
+        f"**holds in direction**: an established gain of the documented sign whose interval stays outside that band; "
+        f"**not established**: the interval holds no change; **does not hold**: the interval lies on the other side; "
+        f"**not measurable here**: why. A share holds where its interval over one set's runs overlaps the documented range.\n")
 
 
 def load(path: str | Path = REGISTRY) -> list[dict]:
     return yaml.safe_load(Path(path).read_text())
 
 
-def _row(summary: pd.DataFrame, test: dict, variant: str):
-    rows = summary[(summary.workload == test["workload"]) & (summary.variant == variant)
-                   & (summary.profiler == test.get("profiler", "timing"))]
-    hit = rows[rows.metric == test["metric"]]
-    if len(hit):
-        return hit.iloc[0], None
-    status = rows[rows.status != "ok"]
-    if len(status):
-        why = f"{status.status.iloc[0]}: {status.reason.iloc[0]}"
-    else:
-        why = f"the cell ran; its record does not give {test['metric']}" if len(rows) else "not run"
-    return None, f"{test['metric']} of {test['workload']}/{variant} ({test.get('profiler', 'timing')}): {why}"
-
-
-def measure(test: dict, summary: pd.DataFrame) -> tuple[tuple[float, float, float] | None, str | None]:
-    """((value, lo, hi), None) for the claim's test, or (None, why it cannot be measured here)."""
-    b, why = _row(summary, test, test["before"])
-    if why:
-        return None, why
+def measure(test: dict, metrics: pd.DataFrame, cells: pd.DataFrame) -> dict:
+    """The test's measured value: {'median', 'lo', 'hi', 'n', 'status', 'run_set', 'why'}."""
+    p = test.get("profiler", "timing")
+    runs = metrics[(metrics.workload == test["workload"]) & (metrics.metric == test["metric"]) & (metrics.profiler == p)]
+    c = cells[(cells.workload == test["workload"]) & (cells.profiler == p)]
+    same = aliases(c)
+    test = {**test, **{k: same.get((test["workload"], test[k]), test[k]) for k in ("before", "after") if k in test}}
     if test["kind"] == "share":
-        return (b["median"], b["lo"], b["hi"]), None
-    a, why = _row(summary, test, test["after"])
-    if why:
-        return None, why
-    if test["kind"] == "ratio":
-        return (a["median"] / b["median"], a["lo"] / b["hi"], a["hi"] / b["lo"]), None
-    if test["kind"] == "reduction":
-        return (b["median"] / a["median"], b["lo"] / a["hi"], b["hi"] / a["lo"]), None
-    return (b["median"] - a["median"], b["lo"] - a["hi"], b["hi"] - a["lo"]), None
+        m = share(runs, c, test["before"])
+    elif test["kind"] == "ratio":
+        m = paired.ratio(runs, c, test["before"], test["after"])
+    else:  # reduction: before / after; difference: before - after (what the fix saves)
+        m = paired.ratio(runs, c, test["after"], test["before"], op="difference" if test["kind"] == "difference" else "ratio")
+    absent = None if "median" in m else next(
+        (why for v in (test["before"], test.get("after")) if v and (why := missing(test, runs, c, v))), None)
+    return {**m, "why": absent} if absent else m
 
 
-def verdict(kind: str, value: float, lo: float, hi: float, effect: float | None,
-            within: list[float] | None = None) -> str:
+def missing(test: dict, runs: pd.DataFrame, cells: pd.DataFrame, variant: str) -> str | None:
+    """Why a cell gives no value of the test's metric in any run: not run, failed, skipped (with
+    its reason), or ran without giving it; None where a run gave one."""
+    if (runs.variant == variant).any():
+        return None
+    c = cells[cells.variant == variant]
+    bad = c[c.status != "ok"]
+    reason = bad.reason.iloc[0] if "reason" in bad and len(bad) else None
+    why = ("not run" if c.empty else f"the cell ran; its record does not give {test['metric']}" if len(bad) < len(c)
+           else f"{bad.status.iloc[0]}: {reason}" if isinstance(reason, str) else bad.status.iloc[0])
+    return f"{test['metric']} of {test['workload']}/{variant} ({test.get('profiler', 'timing')}): {why}"
+
+
+def share(runs: pd.DataFrame, cells: pd.DataFrame, variant: str) -> dict:
+    """One cell's value over the runs of its largest committed set: median, 95 % interval."""
+    v = runs[(runs.variant == variant) & runs.run_set.map(lambda s: isinstance(s, str) and paired.committed(s)).astype(bool)]
+    if v.empty:
+        why = paired.failed_in(cells, variant, None) or f"{variant} has no committed run that gives it"
+        return {"status": "unpaired", "n": 0, "why": why}
+    rset = v.run_set.value_counts().index[0]
+    x = v[v.run_set == rset].value.to_numpy(dtype=float)
+    out = {"median": float(np.median(x)), "n": len(x), "run_set": rset}
+    if len(x) < paired.MIN_PAIRS:
+        return {**out, "lo": float(x.min()), "hi": float(x.max()), "status": "too few pairs",
+                "why": f"{len(x)} run(s); an interval needs {paired.MIN_PAIRS}"}
+    lo, hi = paired.interval(x)
+    return {**out, "lo": lo, "hi": hi, "status": "value", "why": None}
+
+
+def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None = None) -> str:
+    """The verdict of one test from its measurement (see the module's rules)."""
     if kind == "share":
-        if within:  # the article states a range: the measured value must fall in it
-            return "holds" if within[0] <= value <= within[1] else "does not hold (outside the documented range)"
-        if effect is None:
-            return "holds"
-        return "holds" if abs(value - effect) <= 0.5 * effect else "does not hold"
+        if m["status"] not in ("value", "too few pairs") or m["status"] == "too few pairs" and not within:
+            return "not measurable here"
+        band = within or [effect / SIZE_FACTOR, effect * SIZE_FACTOR]
+        return "holds" if m["lo"] <= band[1] and m["hi"] >= band[0] else "does not hold (outside the documented range)"
+    if m["status"] not in ("gain", "loss", "not established"):
+        return "not measurable here"
     neutral = 0.0 if kind == "difference" else 1.0
-    if hi < neutral:
+    lo, hi = m["lo"] - neutral, m["hi"] - neutral
+    if lo <= 0 <= hi:
+        return "not established"
+    documented = None if effect is None else effect - neutral
+    if documented is not None and (documented > 0) != (lo > 0):
         return "does not hold (the opposite)"
-    if lo <= neutral:
-        return "does not hold (no change beyond the spread)"
-    if effect is None:
-        return "holds"
-    size = value / effect if kind != "difference" else (value / effect if effect else float("inf"))
-    return "holds" if 1 / SIZE_FACTOR <= size <= SIZE_FACTOR else "holds in direction, different size"
+    if documented is None:
+        return "holds (the direction; the source gives no size)" if lo > 0 else "does not hold (the opposite)"
+    small, large = sorted([documented / SIZE_FACTOR, documented * SIZE_FACTOR])
+    return "holds" if lo <= large and hi >= small else "holds in direction, different size"
 
 
-def evaluate(summary: pd.DataFrame, claims: list[dict] | None = None) -> pd.DataFrame:
+def evaluate(metrics: pd.DataFrame, cells: pd.DataFrame, claims: list[dict] | None = None) -> pd.DataFrame:
+    """One row per claim x test: the pair, why it tests the claim, the measurement, the verdict."""
     rows = []
     for c in claims or load():
-        t = c["test"]
-        measured, why = measure(t, summary)
-        row = {"id": c["id"], "source": c["source"], "hardware": c["hardware"], "claim": c["claim"],
-               "documented": _documented(c), "test": _describe(t)}
-        if measured is None:
-            row.update(value=None, lo=None, hi=None, verdict="not measurable here", why=why)
-        else:
-            row.update(value=measured[0], lo=measured[1], hi=measured[2], why=None,
-                       verdict=verdict(t["kind"], *measured, t.get("effect"), t.get("range")))
-        rows.append(row)
+        for t in c["tests"]:
+            m = measure(t, metrics, cells)
+            rows.append({"id": c["id"], "source": c["source"], "hardware": c["hardware"], "claim": c["claim"],
+                         "documented": documented(c, t), "pair": describe(t), "why this pair": t.get("why", ""),
+                         "value": m.get("median"), "lo": m.get("lo"), "hi": m.get("hi"), "n": m.get("n"),
+                         "run_set": m.get("run_set"), "verdict": verdict(t["kind"], m, t.get("effect"), t.get("range")),
+                         "why": m.get("why")})
     return pd.DataFrame(rows)
 
 
-def _documented(c: dict) -> str:
-    d, within = c["documented"], c["test"].get("range")
+def documented(c: dict, t: dict) -> str:
+    """The source's figure this test checks: the test's own where it names one, else the claim's."""
+    d, within = c["documented"], t.get("range")
+    if t.get("documented"):
+        return t["documented"]
     if within:
         return f"{within[0]:g}-{within[1]:g} {d['unit']}"
     if "before" in d:
-        return f"{d['before']:g} -> {d['after']:g} {d['unit']}"
+        gain = f" ({t['effect']:g}x)" if t.get("effect") and t["kind"] in ("ratio", "reduction") else ""
+        return f"{d['before']:g} -> {d['after']:g} {d['unit']}{gain}"
     return f"{d['value']:g} {d['unit']}" if "value" in d else f"(no number; {d['unit']})"
 
 
-def _describe(t: dict) -> str:
-    pair = t["before"] if t["kind"] == "share" else f"{t['before']} vs {t['after']}"
-    return f"{t['kind']} of {t['metric']}, {t['workload']} {pair}"
+def describe(t: dict) -> str:
+    where = f"{t['workload']}, {t.get('profiler', 'timing')}"
+    if t["kind"] == "share":
+        return f"{t['metric']} of {t['before']} ({where})"
+    return f"{t['metric']}: {t['before']} -> {t['after']} ({t['kind']}; {where})"

@@ -9,14 +9,14 @@ The rules, first match wins (thresholds below):
 4. memory-bound / compute-bound / latency-bound kernels: the GPU is busy (on a timeline, or without
                  one by NVML's utilization, which says that it is busy but not why it idles); ncu's class of the top
                  kernels, weighted by their share of kernel time -> amp (tensor cores, half the bytes)
-The verdict: "confirmed" when the prescribed variant's speedup is above CONFIRM even at the low end
+The verdict: "confirmed" when the prescribed variant's paired speedup is above CONFIRM even at the low end
 of its spread, "not confirmed" otherwise.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from analysis.tables import row, spread
+from analysis.tables import ratio_row, ratio_text, row, spread
 
 INPUT_SHARE = 30.0
 IDLE_SHARE = 20.0
@@ -29,7 +29,7 @@ RULES = (f"Rules, first match wins: **input-bound** when the loop waits for inpu
          f"{SHORT_KERNEL_US:g} us (`compile`); otherwise the GPU is busy (on its timeline, or without one by NVML's "
          f"utilization) and ncu's bound class of the top kernels, "
          f"weighted by kernel time, decides (memory- or compute-bound: `amp`; latency-bound: `compile`). "
-         f"**confirmed**: the prescribed variant's speedup exceeds {CONFIRM:g}x even at the low end of its spread.\n")
+         f"**confirmed**: the prescribed variant's paired speedup exceeds {CONFIRM:g}x even at the low end of its 95 % interval.\n")
 PRESCRIPTION = {"input-bound": "workers", "sync-bound": "lazy-sync", "launch-bound": "compile",
                 "memory-bound kernels": "amp", "compute-bound kernels": "amp", "latency-bound kernels": "compile"}
 
@@ -107,19 +107,19 @@ def classify(summary: pd.DataFrame, kernels: pd.DataFrame, workload: str) -> tup
     return "compute-bound kernels", f"GPU busy {busy:.0f}%{source}; no ncu data: class assumed from the busy GPU"
 
 
-def diagnose(summary: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+def diagnose(summary: pd.DataFrame, kernels: pd.DataFrame, ratios: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for workload in sorted(summary.workload.unique()):
         label, evidence = classify(summary, kernels, workload)
         fix = PRESCRIPTION.get(label)
-        sp = summary[(summary.workload == workload) & (summary.variant == fix) & (summary.metric == "speedup")
-                     & (summary.profiler == "timing")] if fix else pd.DataFrame()
-        if sp.empty:
-            effect, verdict = "", "not measurable here" if fix else "no rule matched"
+        r = ratio_row(ratios, workload, "baseline", fix) if fix else None
+        if r is None or pd.isna(r.get("lo")):
+            effect = ratio_text(r)
+            verdict = ("not measurable here" if r is None else f"not measurable here ({r['status']})") if fix \
+                else "no rule matched"
         else:
-            r = sp.iloc[0]
-            effect = spread(r)
+            effect = ratio_text(r)
             verdict = "confirmed" if r["lo"] > CONFIRM else "not confirmed"
         rows.append({"workload": workload, "baseline bottleneck": label, "evidence": evidence,
-                     "prescribed": fix or "", "measured speedup (x)": effect, "verdict": verdict})
+                     "prescribed": fix or "", "measured speedup (paired, 95 % CI)": effect, "verdict": verdict})
     return pd.DataFrame(rows)

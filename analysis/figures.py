@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.patches
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -11,24 +12,36 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 
-def speedups(summary: pd.DataFrame, workload: str, path: Path) -> Path | None:
-    """Horizontal bars: each variant's throughput over the baseline's, with the min-max spread."""
-    rows = summary[(summary.workload == workload) & (summary.metric == "speedup") & (summary.profiler == "timing")]
+STATUS_COLORS = {"gain": "#2a9d8f", "loss": "#e76f51", "not established": "#adb5bd", "too few pairs": "#ced4da"}
+
+
+def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str]) -> Path | None:
+    """Horizontal bars: each of `names`' paired throughput ratio to the baseline, whiskers its 95 %
+    interval; a ratio with too few pairs for an interval has no whiskers and says so."""
+    rows = ratios[(ratios.workload == workload) & (ratios.before == "baseline") & (ratios.profiler == "timing")
+                  & ratios.status.isin(list(STATUS_COLORS)) & ratios.after.isin(names)].sort_values("median")
     if rows.empty:
         return None
-    rows = rows.sort_values("median")
     sns.set_theme(style="whitegrid")
-    fig, ax = plt.subplots(figsize=(7, 0.32 * len(rows) + 1.2))
-    colors = sns.color_palette("crest", len(rows))
-    ax.barh(rows.variant, rows["median"], color=colors,
-            xerr=[rows["median"] - rows.lo, rows.hi - rows["median"]], capsize=2)
+    fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.4))
+    y = range(len(rows))
+    ax.barh(list(y), rows["median"], color=[STATUS_COLORS[s] for s in rows.status])
+    has = rows.lo.notna()
+    ax.errorbar(rows["median"][has], [i for i, h in zip(y, has) if h], fmt="none", ecolor="black", capsize=2, lw=0.8,
+                xerr=[rows["median"][has] - rows.lo[has], rows.hi[has] - rows["median"][has]])
+    ax.set_yticks(list(y), rows.after)
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_xscale("log")
-    for y, value in enumerate(rows["median"]):
-        ax.annotate(f"{value:.2g}x", (value, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
-    ax.set_xlabel("speedup over the baseline (x, log scale)")
-    ax.set_title(f"{workload}: throughput over the baseline's\n(median; whiskers: min-max over repetitions)",
+    right = rows.hi.fillna(rows["median"])
+    for i, (value, edge, n, s) in enumerate(zip(rows["median"], right, rows.n, rows.status)):
+        label = f"{value:.2g}x" + (f" (n={int(n)})" if s == "too few pairs" else "")
+        ax.annotate(label, (edge, i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.set_xlim(right=right.max() * 2.2)
+    ax.set_xlabel("throughput over the baseline's (paired ratio, x, log scale)")
+    ax.set_title(f"{workload}: speedup over the baseline\n(median of paired ratios; whiskers: 95 % interval)",
                  fontsize=10)
+    handles = [matplotlib.patches.Patch(color=c, label=s) for s, c in STATUS_COLORS.items() if s in set(rows.status)]
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
     return save(fig, path)
 
 
@@ -41,7 +54,8 @@ def save(fig, path: Path) -> Path:
 
 
 def waterfall(stages: pd.DataFrame, workload: str, unit: str, path: Path) -> Path | None:
-    """Throughput after each cumulative fix (columns: stage, median, lo, hi), gains annotated."""
+    """Throughput after each cumulative fix (columns: stage, median, lo, hi); the paired gains
+    between stages are in the table beside it."""
     if len(stages) < 2:
         return None
     sns.set_theme(style="whitegrid")
@@ -49,13 +63,12 @@ def waterfall(stages: pd.DataFrame, workload: str, unit: str, path: Path) -> Pat
     x = range(len(stages))
     ax.bar(x, stages["median"], color=sns.color_palette("crest", len(stages)),
            yerr=[stages["median"] - stages.lo, stages.hi - stages["median"]], capsize=3)
-    for i, (prev, cur) in enumerate(zip([None, *stages["median"][:-1]], stages["median"])):
-        label = f"{cur:,.0f}" + (f"\n{cur / prev:.2f}x" if prev else "")
-        ax.annotate(label, (i, cur), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
+    for i, (cur, top) in enumerate(zip(stages["median"], stages.hi)):
+        ax.annotate(f"{cur:,.0f}", (i, top), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
     ax.set_xticks(list(x), stages.stage, rotation=25, ha="right", fontsize=8)
     ax.set_ylabel(f"throughput ({unit})")
-    ax.set_title(f"{workload}: one fix after another (median; whiskers: min-max over repetitions;\n"
-                 "labels: throughput and the gain over the previous stage)", fontsize=10)
+    ax.set_title(f"{workload}: one fix after another\n(median throughput; whiskers: min-max over repetitions)",
+                 fontsize=10)
     return save(fig, path)
 
 

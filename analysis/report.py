@@ -8,9 +8,11 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import aggregate, claims, diagnosis, figures, sections
-from analysis.tables import fmt, table
-from workloads import config, variants
+from analysis.tables import fmt, ratio_row, ratio_text, table
 
+CHAINS = {"a002": "article 002's ResNet-50 case, its fixes in its order",
+          "a000": "article 000's ViT case, its DataLoader then DALI",
+          "ladder": "the step alone (a batch held on the GPU), the GPU-side fixes one after another"}
 ENV_KEYS = ["gpu", "driver", "cuda", "torch", "torchvision", "cudnn", "dali", "nsys_version", "ncu_version", "cpu",
             "cpu_count", "python", "git_commit", "host", "gpu_uuid", "dates", "runs", "profilers"]
 
@@ -21,11 +23,12 @@ def cell(summary: pd.DataFrame, workload: str, variant: str, metric: str) -> str
     return fmt(*r.iloc[0][["median", "lo", "hi"]]) if len(r) else ""
 
 
-def variants_table(summary: pd.DataFrame, workload: str, names: list[str]) -> str:
+def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, names: list[str]) -> str:
     unit = summary[(summary.workload == workload) & (summary.metric == "throughput")].unit
     note = sections.loss_notes(summary, workload)
     rows = [{"variant": v, f"throughput ({unit.iloc[0] if len(unit) else ''})": cell(summary, workload, v, "throughput"),
-             "speedup (x)": cell(summary, workload, v, "speedup"), "step (ms)": cell(summary, workload, v, "step_time_mean"),
+             "speedup (paired, 95 % CI)": "" if v == "baseline" else ratio_text(ratio_row(ratios, workload, "baseline", v)),
+             "step (ms)": cell(summary, workload, v, "step_time_mean"),
              "input wait (%)": cell(summary, workload, v, "input_wait_share"),
              "peak memory (GiB)": cell(summary, workload, v, "peak_memory") or cell(summary, workload, v, "peak_host_memory"),
              "loss vs baseline (%)": note(v)}
@@ -39,11 +42,13 @@ def environment(envs: list[dict]) -> str:
     return table(pd.DataFrame(rows))
 
 
-def claims_section(summary: pd.DataFrame) -> str:
-    c = claims.evaluate(summary)
-    c["measured here"] = [fmt(v, lo, hi) for v, lo, hi in zip(c.value, c.lo, c.hi)]
+def claims_section(summary: pd.DataFrame, tables: dict) -> str:
+    c = claims.evaluate(tables["metrics"], tables["cells"])
+    c["measured here (95 % CI, n)"] = ["" if pd.isna(v) else f"{fmt(v, v if pd.isna(lo) else lo, v if pd.isna(hi) else hi)} "
+                                       f"(n={int(n)})" for v, lo, hi, n in zip(c.value, c.lo, c.hi, c.n)]
     c["verdict"] = [f"{v}: {w}" if isinstance(w, str) and w else v for v, w in zip(c.verdict, c.why)]
-    return table(c[["id", "source", "hardware", "documented", "test", "measured here", "verdict"]])
+    return claims.RULE + "\n" + table(c[["id", "source", "documented", "pair", "why this pair",
+                                            "measured here (95 % CI, n)", "verdict"]])
 
 
 def read(out: Path, name: str) -> pd.DataFrame:
@@ -52,25 +57,41 @@ def read(out: Path, name: str) -> pd.DataFrame:
         columns=["workload", "variant", "profiler", "rank", "name", "share", "status", "reason"])
 
 
-def workload_part(summary, tables: dict, workload: str, out: Path, cfg: dict) -> list[str]:
+def by_kind(variants: pd.DataFrame, workload: str, summary: pd.DataFrame) -> dict[str, list[str]]:
+    """The workload's variants in the matrix's order (variants.csv), grouped by kind; 'all' holds
+    every one, those without a record of their knobs (skipped everywhere) last."""
+    v = variants[variants.workload == workload].sort_values(["order", "variant"])
+    present = set(summary[summary.workload == workload].variant)
+    groups = {"all": [n for n in v.variant if n in present] + sorted(present - set(v.variant))}
+    for kind, rows in v.groupby("kind", sort=False):
+        groups[kind] = [n for n in rows.variant if n in present]
+    return groups
+
+
+def workload_part(summary, tables: dict, workload: str, out: Path) -> list[str]:
     """Every section of one workload: variants, ablation, stages, time, kernels, limits."""
     ok = summary[summary.status == "ok"]
-    present = set(summary[summary.workload == workload].variant)
-    order = variants.names(cfg)
-    names = [v for v in order if v in present] + sorted(present - set(order))
+    kinds = by_kind(tables["variants"], workload, summary)
+    names = kinds["all"]
+    hidden = {*kinds.get("ablation", []), *kinds.get("stage", []), *kinds.get("ddp", [])}
     parts = [f"## {workload}\n", "### Every variant against the baseline\n",
-             variants_table(summary, workload, [v for v in names if not v.startswith(("optimized-no-", "upto-", "ddp"))])]
-    ablations = [v for v in names if v == "optimized" or v.startswith("optimized-no-")]
+             variants_table(summary, tables["ratios"], workload, [v for v in names if v not in hidden])]
+    ablations = [v for v in names if v == "optimized" or v in kinds.get("ablation", [])]
     if len(ablations) > 1:
-        parts += ["### Ablation: optimized with one fix left out\n", variants_table(summary, workload, ablations)]
-    fig = figures.speedups(ok, workload, out / "figures" / f"speedup-{workload}.png")
+        parts += ["### Ablation: optimized with one fix left out\n",
+                  sections.tuning_section(summary, tables["ratios"], workload, ablations[1:])]
+    fig = figures.speedups(tables["ratios"], workload, out / "figures" / f"speedup-{workload}.png",
+                           [v for v in names if v not in hidden])
     if fig:
         parts.append(f"![{workload} speedups](figures/{fig.name})\n")
-    chain = cfg.get("stages", {}).get("fixes", [])
+    v = tables["variants"]
+    chain = list(dict.fromkeys(v[(v.chain == "stages")].sort_values("order").about)) if "chain" in v else []
     for title, text in (
-            ("Past the articles: levers on top of optimized", sections.tuning_section(summary, workload, names)),
-            ("Data-parallel scaling", sections.scaling_section(summary, workload, names)),
-            ("Stage by stage: one fix after another", sections.stages_section(summary, tables["cells"], chain, workload, out)),
+            ("Past the articles: levers on top of optimized", sections.tuning_section(summary, tables["ratios"], workload, kinds.get("lever", []))),
+            ("Data-parallel scaling", sections.scaling_section(summary, tables["ratios"], workload, kinds.get("ddp", []))),
+            ("Stage by stage: one fix after another", sections.stages_section(summary, tables["ratios"], tables["cells"], chain, workload, out)),
+            *((f"Chain {c}: {title}", sections.chain_section(summary, tables["ratios"], v, workload, c))
+              for c, title in CHAINS.items()),
             ("Ceilings: the loader alone and the step alone", sections.ceilings_section(summary, workload, names)),
             ("Where the time goes", sections.time_section(summary, workload, out)),
             ("Host CUDA calls", sections.host_calls_section(tables["api_calls"], workload)),
@@ -86,14 +107,15 @@ def render(out_dir: str | Path) -> Path:
     (out / "figures").mkdir(exist_ok=True)  # a declared output, even when no figure can be drawn
     summary = pd.read_csv(out / "summary.csv")
     machine = out.name
-    cfg = config.load()
     limits_path = out / "limits.json"
     tables = {"cells": read(out, "cells.csv"), "kernels": read(out, "kernels.csv"), "api_calls": read(out, "api_calls.csv"),
-              "variants": read(out, "variants.csv"),
+              "variants": read(out, "variants.csv"), "ratios": read(out, "ratios.csv"),
+              "metrics": read(out, "metrics.csv"),
               "limits": json.loads(limits_path.read_text()) if limits_path.is_file() else {}}
     parts = [f"# Training performance on `{machine}`\n",
-             "Generated by the pipeline from the tidy tables beside this file (medians; brackets: min-max over "
-             "repetitions).\n"]
+             "Generated by the pipeline from the tidy tables beside this file. A measured value is a median with "
+             "its [min, max] over repetitions; a ratio is the median of ratios paired within one set of runs with "
+             "its [95 % interval] (ratios.csv).\n"]
     ok_rows = summary[(summary.status == "ok") & (summary.metric == "throughput") & (summary.profiler == "timing")]
     if len(ok_rows) and ok_rows.n.max() == 1:
         parts.append("> **One repetition per cell**: the brackets show no spread, so small differences between "
@@ -112,7 +134,7 @@ def render(out_dir: str | Path) -> Path:
                      "nothing about GPU training and are not comparable with any GPU's.\n")
     envs = json.loads((out / "env.json").read_text())
     parts += ["## Environment\n", environment(envs)]
-    diag = diagnosis.diagnose(summary, tables["kernels"])
+    diag = diagnosis.diagnose(summary, tables["kernels"], tables["ratios"])
     parts += ["## Diagnosis: each baseline's bottleneck, the fix it calls for, and what that fix measured\n",
               diagnosis.RULES, table(diag)]
     flagged = set(map(tuple, aggregate.loss_flags(summary)[["workload", "variant"]].values))
@@ -121,8 +143,8 @@ def render(out_dir: str | Path) -> Path:
     if targets:
         parts += ["## Against the targets: how far optimized is from the state of the art\n", targets]
     for workload in sorted(summary.workload.unique()):
-        parts += workload_part(summary, tables, workload, out, cfg)
-    parts += ["## Documented claims\n", claims_section(summary)]
+        parts += workload_part(summary, tables, workload, out)
+    parts += ["## Documented claims\n", claims_section(summary, tables)]
     overhead = sections.overhead_section(summary)
     if overhead:
         parts += ["## What each profiler costs\n", overhead]

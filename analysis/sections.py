@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import aggregate, diagnosis, figures
-from analysis.tables import fmt, num, row as metric, spread, table
+from analysis.tables import fmt, num, ratio_row, ratio_text, row as metric, spread, table
 
 
 def stage_variants(cells: pd.DataFrame, chain: list[str], workload: str) -> list[tuple[str, str]]:
@@ -23,22 +23,45 @@ def stage_variants(cells: pd.DataFrame, chain: list[str], workload: str) -> list
     return out
 
 
-def stages_section(summary, cells, chain, workload, out: Path) -> str:
-    rows, prev = [], None
-    for label, variant in stage_variants(cells, chain, workload):
+def chain_section(summary, ratios, variants: pd.DataFrame, workload: str, chain: str) -> str:
+    """A chain's stages (variants.csv), each with its throughput, its paired gain over the stage
+    before it and over the baseline (the profiler its chain runs under)."""
+    if "chain" not in variants:
+        return ""
+    stages = variants[(variants.workload == workload) & (variants.chain == chain)].sort_values("order")
+    r = ratios[(ratios.workload == workload) & ratios.after.isin(stages.variant)]
+    if stages.empty or r.empty:
+        return ""
+    profiler = r.profiler.iloc[0]
+    rows, before = [], "baseline"
+    for v, step in zip(stages.variant, stages.about):
+        t = metric(summary, workload, v, "throughput", profiler)
+        rows.append({"stage": f"+ {step}", "variant": v, f"throughput ({profiler})": spread(t),
+                     "over the stage before (paired)": "" if before == "baseline" else
+                     ratio_text(ratio_row(ratios, workload, before, v, profiler)),
+                     "over the baseline (paired)": ratio_text(ratio_row(ratios, workload, "baseline", v, profiler))})
+        before = v
+    return table(pd.DataFrame(rows))
+
+
+def stages_section(summary, ratios, cells, chain, workload, out: Path) -> str:
+    """The `stages` chain: each stage's throughput and its paired gain over the stage before it
+    and over the baseline (ratios.csv, by the stage's own name); the waterfall of medians."""
+    rows, before = [], None
+    for (label, variant), stage in zip(stage_variants(cells, chain, workload), ["baseline", *(f"upto-{f}" for f in chain)]):
         r = metric(summary, workload, variant, "throughput")
         if r is None:
             continue
-        rows.append({"stage": label, "variant": variant, "median": r["median"], "lo": r["lo"], "hi": r["hi"],
-                     "gain": r["median"] / prev if prev else None, "unit": r["unit"]})
-        prev = r["median"]
+        rows.append({"stage": label, "variant": variant, "median": r["median"], "lo": r["lo"], "hi": r["hi"], "unit": r["unit"],
+                     "step": "" if before is None else ratio_text(ratio_row(ratios, workload, before, stage)),
+                     "total": "" if before is None else ratio_text(ratio_row(ratios, workload, "baseline", stage))})
+        before = stage
     if len(rows) < 2:
         return ""
     df = pd.DataFrame(rows)
     shown = pd.DataFrame({"stage": df.stage, "variant": df.variant,
                           f"throughput ({df.unit[0]})": [fmt(m, lo, hi) for m, lo, hi in zip(df["median"], df.lo, df.hi)],
-                          "gain over the previous stage": [f"{g:.2f}x" if pd.notna(g) else "" for g in df.gain],
-                          "cumulative": [f"{m / df['median'][0]:.2f}x" for m in df["median"]]})
+                          "gain over the stage before (paired)": df.step, "over the baseline (paired)": df.total})
     fig = figures.waterfall(df, workload, df.unit[0], out / "figures" / f"stages-{workload}.png")
     return table(shown) + (f"\n![{workload} stage by stage](figures/{fig.name})\n" if fig else "")
 
@@ -117,15 +140,9 @@ def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5) -> str:
     return "\n".join(parts)
 
 
-def paired(r) -> str:
-    """A paired ratio with its spread and how many pairs it rests on."""
-    return "" if r is None else f"{spread(r)} (n={int(r['n'])})"
-
-
-def over_optimized(summary, workload: str, names: list[str], extra) -> list[dict]:
-    """Rows for variants measured against `optimized`: throughput, its ratio to optimized's
-    (medians of all runs), the ratio within each set of runs that measured both (paired), and
-    what `extra(variant, row)` adds."""
+def over_optimized(summary, ratios, workload: str, names: list[str], extra) -> list[dict]:
+    """Rows for variants measured against `optimized`: throughput, the paired ratio to optimized's
+    with its 95 % interval (ratios.csv), and what `extra(variant, row, ref)` adds."""
     ref = metric(summary, workload, "optimized", "throughput")
     rows = []
     for v in ["optimized", *names]:
@@ -133,11 +150,8 @@ def over_optimized(summary, workload: str, names: list[str], extra) -> list[dict
         if r is None or ref is None:
             continue
         rows.append({"variant": v, f"throughput ({r['unit']})": spread(r),
-                     "vs optimized (x)": f"{r['median'] / ref['median']:.2f}",
-                     "same runs (x, n)": paired(metric(summary, workload, v, "vs_optimized_paired")),
-                     **extra(v, r, ref)})
-    if not any(r["same runs (x, n)"] for r in rows):  # no pair measured (e.g. data-parallel variants)
-        rows = [{k: x for k, x in r.items() if k != "same runs (x, n)"} for r in rows]
+                     "vs optimized (paired, 95 % CI)": "" if v == "optimized" else
+                     ratio_text(ratio_row(ratios, workload, "optimized", v)), **extra(v, r, ref)})
     return rows if len(rows) > 1 else []
 
 
@@ -151,10 +165,10 @@ def loss_notes(summary, workload: str):
                       + failed.get(v, ""))
 
 
-def tuning_section(summary, workload: str, names: list[str]) -> str:
+def tuning_section(summary, ratios, workload: str, names: list[str]) -> str:
     """The levers past the articles' fixes (optimized+<lever>), each against optimized."""
     note = loss_notes(summary, workload)
-    rows = over_optimized(summary, workload, [v for v in names if v.startswith("optimized+")],
+    rows = over_optimized(summary, ratios, workload, names,
                           lambda v, r, ref: {"loss vs baseline (%)": note(v)})
     return table(pd.DataFrame(rows)) if rows else ""
 
@@ -217,7 +231,7 @@ def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]],
     return table(pd.DataFrame(rows)) if rows else ""
 
 
-def scaling_section(summary, workload: str, names: list[str]) -> str:
+def scaling_section(summary, ratios, workload: str, names: list[str]) -> str:
     """Data-parallel scaling: optimized on 1 GPU and ddp<N> on N, with the efficiency
     (throughput / (N x one GPU's)) and the time in NCCL's all-reduce (nsys, rank 0)."""
     def scale(v, r, ref):
@@ -227,7 +241,7 @@ def scaling_section(summary, workload: str, names: list[str]) -> str:
         return {"GPUs": n, "scaling efficiency (%)": f"{100 * r['median'] / (n * ref['median']):.0f}",
                 "all-reduce (ms/step, nsys)": num(ar["median"]) if ar is not None else "",
                 "all-reduce (% of kernel time)": num(share["median"]) if share is not None else ""}
-    rows = over_optimized(summary, workload, [v for v in names if re.fullmatch(r"ddp\d+", v)], scale)
+    rows = over_optimized(summary, ratios, workload, names, scale)
     return table(pd.DataFrame(rows)) if rows else ""
 
 
@@ -301,7 +315,7 @@ def steps_alone(ran: pd.DataFrame, cells: pd.DataFrame) -> str:
 
 
 def compile_stage(compiles: pd.DataFrame) -> str:
-    """The compile stage (workloads/precompile.py), per run of it (its records' `stage_ts`; the git
+    """The compile stage (trainperf/precompile.py), per run of it (its records' `stage_ts`; the git
     commit for records without one): the cache folders it built, for which workloads, at most how
     many at once, its wall time, the processes' time summed; the folders that failed and why."""
     if compiles.empty:

@@ -37,3 +37,23 @@ def row(summary: pd.DataFrame, workload: str, variant: str, metric: str, profile
     r = summary[(summary.workload == workload) & (summary.variant == variant) & (summary.profiler == profiler)
                 & (summary.metric == metric) & (summary.status == "ok")]
     return r.iloc[0] if len(r) else None
+
+
+def ratio_row(ratios: pd.DataFrame, workload: str, before: str, after: str, profiler: str = "timing"):
+    """The paired ratio after / before (ratios.csv), or None."""
+    r = ratios[(ratios.workload == workload) & (ratios.before == before) & (ratios.after == after)
+               & (ratios.profiler == profiler)]
+    return r.iloc[0] if len(r) else None
+
+
+def ratio_text(r) -> str:
+    """'1.23x [1.20, 1.26]' (95 % interval of the paired ratio); what is not established says so."""
+    if r is None:
+        return ""
+    if r["status"] in ("unpaired", "failed"):
+        return r["status"]
+    value = f"{r['median']:.3g}x"
+    if r["status"] == "too few pairs":
+        return f"{value} (n={int(r['n'])}, no interval)"
+    shown = f"{value} [{r['lo']:.3g}, {r['hi']:.3g}]"
+    return shown if r["status"] in ("gain", "loss") else f"{shown} not established"

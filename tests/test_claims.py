@@ -1,66 +1,174 @@
-"""Claim verdicts: every branch on constructed values, and the registry measured on real H200 records."""
+"""Claim verdicts: every branch on constructed measurements, and the registry measured on real H200
+records (and on copies of them as further repetitions of their set of runs, where a verdict needs
+three pairs)."""
+import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import aggregate, claims
+from analysis import aggregate, claims, paired
 
 H200 = Path(__file__).parent / "data" / "h200-timing"
+ONE_SET = "NVIDIA H200|3f3a4b6e6edb|2026-12-02"  # resnet50's baseline, workers and optimized: one set of runs
 
 
-@pytest.mark.parametrize("kind,measured,effect,expected", [
+def catalog():
+    from trainperf import config, variants
+    return variants.catalog(config.load())
+
+
+def measured(median, lo, hi, kind="ratio", status=None):
+    """A measurement as claims.measure gives it, its status read from where its interval lies."""
+    neutral = 0.0 if kind == "difference" else 1.0
+    status = status or ("value" if kind == "share" else "gain" if lo > neutral else "loss" if hi < neutral
+                        else "not established")
+    return {"median": median, "lo": lo, "hi": hi, "n": 3, "status": status}
+
+
+@pytest.mark.parametrize("kind,values,effect,expected", [
     ("ratio", (3.1, 2.9, 3.3), 3.0, "holds"),
     ("ratio", (33.0, 30.0, 35.0), 3.0, "holds in direction, different size"),
-    ("ratio", (1.02, 0.97, 1.08), 3.0, "does not hold (no change beyond the spread)"),
+    ("ratio", (1.02, 0.97, 1.08), 3.0, "not established"),
     ("ratio", (0.8, 0.7, 0.9), 1.25, "does not hold (the opposite)"),
-    ("ratio", (1.5, 1.4, 1.6), None, "holds"),
+    ("ratio", (1.5, 1.4, 1.6), None, "holds (the direction; the source gives no size)"),
+    ("ratio", (0.8, 0.7, 0.9), None, "does not hold (the opposite)"),
     ("reduction", (10.0, 9.0, 12.0), 13.3, "holds"),
+    ("reduction", (1.5, 1.3, 1.7), 13.3, "holds in direction, different size"),
     ("difference", (4.0, 3.0, 5.0), 5.0, "holds"),
     ("difference", (-1.0, -2.0, -0.5), 5.0, "does not hold (the opposite)"),
+    ("difference", (0.5, -0.2, 1.0), 5.0, "not established"),
     ("share", (40.0, 38.0, 42.0), 35.0, "holds"),
-    ("share", (90.0, 88.0, 92.0), 35.0, "does not hold"),
+    ("share", (90.0, 88.0, 92.0), 35.0, "does not hold (outside the documented range)"),
 ])
-def test_verdict_branches(kind, measured, effect, expected):
-    assert claims.verdict(kind, *measured, effect) == expected
+def test_verdict_branches(kind, values, effect, expected):
+    assert claims.verdict(kind, measured(*values, kind=kind), effect) == expected
+
+
+@pytest.mark.parametrize("kind,status", [("ratio", "too few pairs"), ("ratio", "unpaired"), ("ratio", "failed"),
+                                         ("difference", "too few pairs"), ("share", "unpaired"),
+                                         ("share", "too few pairs")])
+def test_what_has_no_interval_is_not_measurable(kind, status):
+    """Fewer than three pairs, no set of runs that measured both cells, a failed cell: no verdict,
+    whatever the value (a share without a documented range needs its interval too)."""
+    assert claims.verdict(kind, measured(3.1, 2.9, 3.3, kind, status), 3.0) == "not measurable here"
 
 
 @pytest.mark.parametrize("value,expected", [(62.0, "holds"), (50.0, "holds"),
                                             (37.5, "does not hold (outside the documented range)")])
 def test_a_documented_range_decides_a_share(value, expected):
-    assert claims.verdict("share", value, value, value, 62.5, [50, 75]) == expected
+    assert claims.verdict("share", measured(value, value, value, "share"), 62.5, [50, 75]) == expected
 
 
-def test_registry_covers_every_documented_claim():
+def test_a_share_of_fewer_runs_is_judged_on_their_spread_against_a_documented_range():
+    few = measured(45.0, 40.0, 52.0, "share", "too few pairs")  # min..max of its runs
+    assert claims.verdict("share", few, 62.5, [50, 75]) == "holds"
+    assert claims.verdict("share", {**few, "hi": 48.0}, 62.5, [50, 75]) == "does not hold (outside the documented range)"
+
+
+def test_registry_covers_every_documented_claim_with_cells_of_the_matrix():
+    from trainperf import config, variants
     ids = {c["id"] for c in claims.load()}
     assert ids == {"resnet50-e2e", "loader-wait", "item-sync", "time-breakdown", "compile-kernels", "amp-kernels",
                    "async-copy", "vit-dali", "tf32-tensor-cores", "channels-last", "occupancy-range",
-                   "lstm-shape", "dataloader-knobs"}
+                   "lstm-shape", "dataloader-knobs", "tf32-amp-dle"}
+    names = set(variants.names(config.load()))
+    named = {v for c in claims.load() for t in c["tests"] for v in (t["before"], t.get("after")) if v}
+    assert named <= names, named - names  # a pair the matrix never runs would never be measured
+
+
+def results(paths, tmp_path, skipped=()):
+    """metrics.csv and cells.csv as the pipeline writes them (what the report passes to evaluate)."""
+    aggregate.main(paths, list(skipped), tmp_path, catalog=catalog())
+    return pd.read_csv(tmp_path / "metrics.csv"), pd.read_csv(tmp_path / "cells.csv")
+
+
+def value(path: Path, metric: str) -> float:
+    return next(m["value"] for m in json.loads(path.read_text())["metrics"] if m["metric"] == metric)
 
 
 def test_registry_on_real_h200_records(tmp_path):
+    """Real ResNet-50 records of one set of runs, one repetition each: a pair they hold has its
+    ratio but no interval, so no verdict; a pair with a cell that did not run says so."""
     paths = [H200 / f"resnet50--{v}.json" for v in ("baseline", "workers", "optimized")]
-    summary = aggregate.main(paths, [], tmp_path)
-    table = claims.evaluate(summary).set_index("id")
-    e2e = table.loc["resnet50-e2e"]
-    tput = summary[summary.metric == "throughput"].set_index("variant")["median"]
-    assert e2e.value == pytest.approx(tput["optimized"] / tput["baseline"])
-    assert e2e.verdict == claims.verdict("ratio", e2e.value, e2e.lo, e2e.hi, 2.98)
-    assert table.loc["loader-wait"].verdict != "not measurable here"
-    assert table.loc["vit-dali"].verdict == "not measurable here" and "not run" in table.loc["vit-dali"].why
-    assert table.loc["tf32-tensor-cores"].verdict == "not measurable here"
+    table = claims.evaluate(*results(paths, tmp_path))
+    knobs = table.set_index("id").loc["dataloader-knobs"]
+    expected = value(paths[0], "input_wait_share") / value(paths[1], "input_wait_share")  # a reduction: before / after
+    assert knobs.value == pytest.approx(expected) and knobs.n == 1 and knobs.run_set == ONE_SET
+    assert knobs.verdict == "not measurable here" and knobs.why == "1 pair(s); an interval needs 3"
+    assert pd.isna(knobs.lo) and pd.isna(knobs.hi)
+    e2e = table[table.id == "resnet50-e2e"]
+    assert len(e2e) == 3 and (e2e.verdict == "not measurable here").all()
+    assert e2e.why.tolist() == ["throughput of resnet50/a002-upto-compile (timing): not run",
+                                "gpu_util of resnet50/a002-upto-compile (timing): not run",
+                                "gpu_kernel_share of resnet50/baseline (nsys): not run"]
+    dali = table[table.id == "vit-dali"]
+    assert (dali.verdict == "not measurable here").all() and all("not run" in why for why in dali.why)
+    assert (table[table.id == "tf32-tensor-cores"].verdict == "not measurable here").all()
+    assert (table.verdict == "not measurable here").all()  # one repetition each: nothing established
+
+
+def repeat(path: Path, out: Path, rep: int, variant: str | None = None, day: str | None = None,
+           commit: str | None = None, **factors) -> Path:
+    """A copy of a real record as repetition `rep` of its set of runs (same GPU, commit, day; or
+    of another, on `day` or at `commit`), as `variant` where named, with each metric named in
+    `factors` multiplied by its factor."""
+    r = json.loads(path.read_text())
+    r["keys"] = {**r["keys"], "rep": rep, **({"variant": variant} if variant else {})}
+    r["started"] = (day or r["started"][:10]) + f"T{14 + rep:02d}" + r["started"][13:]  # repetition r+1 after r
+    r["env"] = {**r["env"], **({"git_commit": commit} if commit else {})}
+    for m in r["metrics"]:
+        m["value"] *= factors.get(m["metric"], 1.0)
+    dst = out / f"{r['keys']['workload']}--{r['keys']['variant']}--rep{rep}.json"
+    dst.write_text(json.dumps(r))
+    return dst
+
+
+def test_a_claim_is_judged_on_the_gain_of_three_paired_repetitions(tmp_path):
+    """Copies of the real baseline and workers records of ResNet-50 as three repetitions of their
+    set of runs. loader-wait (baseline -> a002-upto-workers, which the matrix skips as having the
+    knobs of workers) and dataloader-knobs (baseline -> workers) are judged on the paired ratios."""
+    scale = {"baseline": [1.0, 1.01, 0.99], "workers": [1.0, 0.98, 1.03]}
+    paths = [repeat(H200 / f"resnet50--{v}.json", tmp_path, rep, input_wait=f, input_wait_share=f, throughput=1 / f)
+             for v, fs in scale.items() for rep, f in enumerate(fs)]
+    # a fourth pair on a tree with uncommitted changes, a fifth the next day: other sets of runs
+    paths += [repeat(H200 / f"resnet50--{v}.json", tmp_path, 3, commit="3f3a4b6e6edb-dirty", input_wait=f)
+              for v, f in (("baseline", 1.0), ("workers", 10.0))]
+    paths += [repeat(H200 / f"resnet50--{v}.json", tmp_path, 4, day="2026-12-03", input_wait=f)
+              for v, f in (("baseline", 1.0), ("workers", 10.0))]
+    skipped = [{"keys": {"workload": "resnet50", "variant": "a002-upto-workers", "profiler": "timing", "rep": rep},
+                "reason": "same knobs as workers here"} for rep in range(3)]
+    table = claims.evaluate(*results(paths, tmp_path / "out", skipped)).set_index("id")
+    for claim, metric, effect, verdict in (
+            ("loader-wait", "input_wait", 13.3, "holds"),
+            ("dataloader-knobs", "input_wait_share", None, "holds (the direction; the source gives no size)")):
+        row = table.loc[claim]
+        ratios = [value(H200 / "resnet50--baseline.json", metric) * b / (value(H200 / "resnet50--workers.json", metric) * w)
+                  for b, w in zip(scale["baseline"], scale["workers"])]
+        assert row.n == 3 and row.run_set == ONE_SET
+        assert row.value == pytest.approx(np.median(ratios))
+        assert (row.lo, row.hi) == pytest.approx(paired.interval(np.array(ratios)))
+        assert row.lo > 1 and row.verdict == verdict
+        assert row["why this pair"] and row.pair.startswith(f"{metric}: baseline -> ")
+    assert table.loc["loader-wait"].documented == "200 -> 15 ms/step (13.3x)"
 
 
 def test_a_failed_cell_makes_its_claim_not_measurable_with_the_reason():
-    summary = pd.DataFrame([{"workload": "resnet50", "variant": "baseline", "profiler": "timing", "metric": None,
-                             "status": "failed", "reason": "out of memory (batch_size=256)"}])
-    row = claims.evaluate(summary).set_index("id").loc["resnet50-e2e"]
-    assert row.verdict == "not measurable here" and "out of memory" in row.why
+    metrics = pd.DataFrame(columns=["workload", "variant", "profiler", "rep", "metric", "value", "unit", "run_set"])
+    cells = pd.DataFrame([{"workload": "resnet50", "variant": "baseline", "profiler": "timing", "rep": 0,
+                           "status": "failed", "reason": "out of memory (batch_size=256)", "run_set": ONE_SET}])
+    rows = claims.evaluate(metrics, cells).set_index("id").loc["resnet50-e2e"]
+    assert (rows.verdict == "not measurable here").all()
+    timing = rows[~rows.pair.str.contains("nsys")]  # throughput and gpu_util, of the timing cells
+    assert len(timing) == 2 and all(why.startswith(f"{metric} of resnet50/baseline (timing): failed: out of memory")
+                                    for why, metric in zip(timing.why, ("throughput", "gpu_util")))
+    assert rows[rows.pair.str.contains("nsys")].why.item() == "gpu_kernel_share of resnet50/baseline (nsys): not run"
 
 
 def test_a_documented_range_is_what_the_report_quotes():
     occupancy = next(c for c in claims.load() if c["id"] == "occupancy-range")
-    assert claims._documented(occupancy) == "50-75 % achieved occupancy"
+    assert claims.documented(occupancy, occupancy["tests"][0]) == "50-75 % achieved occupancy"
 
 
 def test_the_tf32_claim_reads_the_tensor_pipe_of_matrix_kernels_only(tmp_path):
@@ -69,12 +177,12 @@ def test_the_tf32_claim_reads_the_tensor_pipe_of_matrix_kernels_only(tmp_path):
     three (layout transposes and batch-norm remain), so the tf32 cell has no matrix kernel to judge
     and the claim is not measurable, not 'the opposite'."""
     captures = Path(__file__).parent / "data" / "h200-captures"
-    summary = aggregate.main([captures / f"resnet50-{v}-ncu" / "metrics.json" for v in ("baseline", "tf32")],
-                             [], tmp_path)
+    metrics, cells = results([captures / f"resnet50-{v}-ncu" / "metrics.json" for v in ("baseline", "tf32")], tmp_path)
+    summary = pd.read_csv(tmp_path / "summary.csv")
     matrix = summary[summary.metric == "matrix_tensor_pipe_util"].set_index("variant")["median"]
     overall = summary[summary.metric == "tensor_pipe_util"].set_index("variant")["median"]
     assert list(matrix.index) == ["baseline"] and matrix["baseline"] == pytest.approx(overall["baseline"])
     assert overall["tf32"] < 0.01  # its top kernels: no tensor work at all
-    row = claims.evaluate(summary).set_index("id").loc["tf32-tensor-cores"]
+    row = claims.evaluate(metrics, cells).set_index("id").loc["tf32-tensor-cores"]
     assert row.verdict == "not measurable here"
     assert row.why == "matrix_tensor_pipe_util of resnet50/tf32 (ncu): the cell ran; its record does not give matrix_tensor_pipe_util"

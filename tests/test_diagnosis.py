@@ -1,18 +1,24 @@
 """Each diagnosis rule on constructed summaries that reach its branch, and the verdict on the
-prescribed variant's measured speedup."""
+prescribed variant's paired speedup over the baseline (ratios.csv)."""
 import pandas as pd
 import pytest
 
 from analysis import diagnosis
+from analysis.tables import ratio_text
 
 COLS = ["workload", "variant", "profiler", "metric", "unit", "median", "lo", "hi", "n", "status", "reason"]
+RATIO_COLS = ["workload", "before", "after", "profiler", "metric", "median", "lo", "hi", "n", "status", "run_set", "why"]
 
 
-def summary(rows, speedup=None, fix=None):
-    out = [("w", "baseline", p, m, "", v, v, v, 1, "ok", None) for p, m, v in rows]
-    if fix:
-        out.append(("w", fix, "timing", "speedup", "x", *speedup, 1, "ok", None))
-    return pd.DataFrame(out, columns=COLS)
+def summary(rows):
+    return pd.DataFrame([("w", "baseline", p, m, "", v, v, v, 1, "ok", None) for p, m, v in rows], columns=COLS)
+
+
+def ratios(fix=None, median=None, lo=None, hi=None, n=3, status=None, why=None, profiler="timing"):
+    """ratios.csv with the paired ratio of `fix` over the baseline (none without a fix)."""
+    rows = [] if fix is None else [("w", "baseline", fix, profiler, "throughput", median, lo, hi, n, status,
+                                    "NVIDIA H200|abc123|2026-12-06", why)]
+    return pd.DataFrame(rows, columns=RATIO_COLS)
 
 
 NO_KERNELS = pd.DataFrame(columns=["workload", "variant", "profiler", "share", "bound"])
@@ -44,16 +50,51 @@ def test_ncu_classes_weighted_by_kernel_time_decide_a_busy_gpu():
     assert diagnosis.classify(summary([("nsys", "gpu_busy", 95.0)]), kernels, "w")[0] == "memory-bound kernels"
 
 
-@pytest.mark.parametrize("spread,verdict", [((5.5, 5.2, 5.8), "confirmed"), ((1.1, 0.98, 1.2), "not confirmed")])
-def test_the_prescription_is_verified_by_its_measured_speedup(spread, verdict):
-    s = summary([("timing", "input_wait_share", 80.0)], spread, "workers")
-    row = diagnosis.diagnose(s, NO_KERNELS).iloc[0]
-    assert (row["prescribed"], row["verdict"]) == ("workers", verdict)
+INPUT_BOUND = [("timing", "input_wait_share", 80.0)]
+
+
+@pytest.mark.parametrize("ratio,text,verdict", [
+    ((5.5, 5.2, 5.8, 3, "gain"), "5.5x [5.2, 5.8]", "confirmed"),
+    ((1.1, 0.98, 1.2, 3, "not established"), "1.1x [0.98, 1.2] not established", "not confirmed"),
+    ((1.04, 1.02, 1.06, 3, "gain"), "1.04x [1.02, 1.06]", "not confirmed"),  # a gain, but under CONFIRM at its low end
+    ((0.8, 0.75, 0.85, 3, "loss"), "0.8x [0.75, 0.85]", "not confirmed"),
+])
+def test_the_prescription_is_verified_by_its_paired_speedup(ratio, text, verdict):
+    row = diagnosis.diagnose(summary(INPUT_BOUND), NO_KERNELS, ratios("workers", *ratio)).iloc[0]
+    assert (row["prescribed"], row["measured speedup (paired, 95 % CI)"], row["verdict"]) == ("workers", text, verdict)
+
+
+@pytest.mark.parametrize("ratio,text,verdict", [
+    ((5.5, None, None, 2, "too few pairs"), "5.5x (n=2, no interval)", "not measurable here (too few pairs)"),
+    ((None, None, None, 0, "unpaired"), "unpaired", "not measurable here (unpaired)"),
+    ((None, None, None, 0, "failed"), "failed", "not measurable here (failed)"),
+])
+def test_a_speedup_without_an_interval_verifies_nothing(ratio, text, verdict):
+    """Fewer than three pairs, no set of runs that measured both, a fix that failed: the
+    prescription stands, unverified, with what was measured and why it is no verdict."""
+    r = ratios("workers", *ratio)
+    row = diagnosis.diagnose(summary(INPUT_BOUND), NO_KERNELS, r).iloc[0]
+    assert (row["prescribed"], row["measured speedup (paired, 95 % CI)"], row["verdict"]) == ("workers", text, verdict)
+    assert row["measured speedup (paired, 95 % CI)"] == ratio_text(r.iloc[0])
 
 
 def test_a_prescription_without_its_variant_is_not_measurable():
-    row = diagnosis.diagnose(summary([("timing", "input_wait_share", 80.0)]), NO_KERNELS).iloc[0]
+    row = diagnosis.diagnose(summary(INPUT_BOUND), NO_KERNELS, ratios()).iloc[0]
+    assert (row["prescribed"], row["measured speedup (paired, 95 % CI)"], row["verdict"]) == (
+        "workers", "", "not measurable here")
+
+
+def test_only_the_prescribed_variant_s_paired_speedup_in_the_timing_runs_counts():
+    """A clear gain of another variant, or of the prescribed one in the step alone, verifies nothing."""
+    other = pd.concat([ratios("amp", 5.5, 5.2, 5.8, 3, "gain"), ratios("workers", 5.5, 5.2, 5.8, 3, "gain", profiler="step")])
+    row = diagnosis.diagnose(summary(INPUT_BOUND), NO_KERNELS, other).iloc[0]
     assert row["verdict"] == "not measurable here"
+
+
+def test_no_rule_matched_prescribes_nothing():
+    row = diagnosis.diagnose(summary([("timing", "input_wait_share", 5.0)]), NO_KERNELS,
+                             ratios("workers", 5.5, 5.2, 5.8, 3, "gain")).iloc[0]
+    assert (row["baseline bottleneck"], row["prescribed"], row["verdict"]) == ("unknown", "", "no rule matched")
 
 
 @pytest.mark.parametrize("rows,held", [

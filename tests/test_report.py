@@ -5,19 +5,32 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import aggregate, report, sections
-from analysis.tables import num
+from analysis import aggregate, paired, report, sections
+from analysis.tables import num, ratio_row, ratio_text
 
 H200 = sorted((Path(__file__).parent / "data" / "h200-timing").glob("*.json"))
+DATA = Path(__file__).parent / "data" / "h200-timing"
+
+
+def catalog():
+    """The variants of the config, as the pipeline passes them to the tables."""
+    from trainperf import config, variants
+    return variants.catalog(config.load())
+
+
+def tables(paths, skipped, out):
+    """The tidy tables of `paths` as the pipeline makes them (with the config's catalog)."""
+    return aggregate.main(paths, skipped, out, catalog=catalog())
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("results") / "h200"
-    aggregate.main(H200, [], out)
+    tables(H200, [], out)
     return out
 
 
@@ -38,12 +51,24 @@ def test_report_numbers_come_from_the_summary(results):
     tput = summary[(summary.workload == "resnet50") & (summary.variant == "optimized") & (summary.metric == "throughput")]
     assert num(tput["median"].iloc[0]) in row
     assert "transformer_lm | optimized | timing | failed | non-finite loss" in text
+    # the speedup column: the paired ratio of ratios.csv; baseline and optimized ran in one set of
+    # runs, one repetition each: their ratio, without an interval
+    ratios = pd.read_csv(results / "ratios.csv")
+    base = summary[(summary.workload == "resnet50") & (summary.variant == "baseline") & (summary.metric == "throughput")]
+    speedup = ratio_text(ratio_row(ratios, "resnet50", "baseline", "optimized"))
+    assert speedup == f"{tput['median'].iloc[0] / base['median'].iloc[0]:.3g}x (n=1, no interval)"
+    assert row.split(" | ")[2] == speedup
+    # cudnn-benchmark and the ablations ran at another commit than baseline and optimized: no ratio
+    lines = text.splitlines()
+    assert next(line for line in lines if line.startswith("| cudnn-benchmark |")).split(" | ")[2] == "unpaired"
+    ablation = text[text.index("### Ablation", text.index("## resnet50")):]
+    assert next(line for line in ablation.splitlines() if line.startswith("| optimized-no-amp |")).split(" | ")[2] == "unpaired"
 
 
 def test_cells_set_aside_are_announced_and_listed_with_why(tmp_path):
     aside = {"keys": {"workload": "vit_b_16", "variant": "optimized+fused-sgd", "profiler": "timing", "rep": 0},
              "status": "set aside", "reason": "to rerun: ran with a stale cache"}
-    aggregate.main(H200, [aside], tmp_path / "h200")
+    tables(H200, [aside], tmp_path / "h200")
     text = report.render(tmp_path / "h200").read_text()
     assert "> **1 cell set aside**" in text
     assert "| vit_b_16 | optimized+fused-sgd | timing | set aside | to rerun: ran with a stale cache |" in text
@@ -74,7 +99,7 @@ def test_profiled_sections_come_from_real_nsys_and_ncu_records(tmp_path):
     baseline["metrics"] += [m for m in reparsed if m["metric"] not in known]
     (tmp_path / "baseline-nsys.json").write_text(json.dumps(baseline))
     records = [r for r in records if r.parent.name != "resnet50-baseline-nsys"] + [tmp_path / "baseline-nsys.json"]
-    aggregate.main(H200 + records, [], out)
+    tables(H200 + records, [], out)
     shutil.copy(CAPTURES / "limits.json", out / "limits.json")
     text = report.render(out).read_text()
     part = text[text.index("## resnet50"):text.index("## transformer_lm")]
@@ -91,18 +116,25 @@ def test_profiled_sections_come_from_real_nsys_and_ncu_records(tmp_path):
 
 
 def test_stage_by_stage_takes_a_skipped_stage_from_the_variant_with_its_knobs(tmp_path):
+    """upto-workers skipped as having the knobs of workers: its row shows workers' runs, and its
+    paired gains (ratios.csv, under the stage's own name) are those of workers' runs."""
     from analysis import sections
-    cells = pd.DataFrame([("r", "upto-workers", "timing", 0, "skipped", "same knobs as workers here"),
-                          ("r", "upto-amp", "timing", 0, "ok", None)],
-                         columns=["workload", "variant", "profiler", "rep", "status", "reason"])
-    rows = [("r", v, "timing", "throughput", "samples/s", m, m, m, 1, "ok", None)
-            for v, m in (("baseline", 100.0), ("workers", 400.0), ("upto-amp", 1000.0))]
-    summary = pd.DataFrame(rows, columns=["workload", "variant", "profiler", "metric", "unit", "median", "lo", "hi",
-                                          "n", "status", "reason"])
+    rset = "NVIDIA H200|3f3a4b6e6edb|2026-12-02"
+    cells = pd.DataFrame([("r", v, "timing", rep, status, reason, None if status == "skipped" else rset)
+                          for v, status, reason in (("baseline", "ok", None), ("workers", "ok", None),
+                                                    ("upto-workers", "skipped", "same knobs as workers here"),
+                                                    ("upto-amp", "ok", None)) for rep in range(3)],
+                         columns=["workload", "variant", "profiler", "rep", "status", "reason", "run_set"])
+    tput = {"baseline": 100.0, "workers": 400.0, "upto-amp": 1000.0}
+    metrics = pd.DataFrame([("r", v, "timing", rep, "throughput", x, "samples/s", rset) for v, x in tput.items()
+                            for rep in range(3)],
+                           columns=["workload", "variant", "profiler", "rep", "metric", "value", "unit", "run_set"])
+    summary, ratios = aggregate.summarize(metrics, cells), aggregate.ratio_table(metrics, cells, catalog())
     assert sections.stage_variants(cells, ["workers", "amp"], "r") == [
         ("baseline", "baseline"), ("+ workers", "workers"), ("+ amp", "upto-amp")]
-    text = sections.stages_section(summary, cells, ["workers", "amp"], "r", tmp_path)
-    assert "| + workers | workers | 400 | 4.00x | 4.00x |" in text and "| + amp | upto-amp | 1,000 | 2.50x | 10.00x |" in text
+    text = sections.stages_section(summary, ratios, cells, ["workers", "amp"], "r", tmp_path)
+    assert "| + workers | workers | 400 | 4x [4, 4] | 4x [4, 4] |" in text
+    assert "| + amp | upto-amp | 1,000 | 2.5x [2.5, 2.5] | 10x [10, 10] |" in text
     assert (tmp_path / "figures" / "stages-r.png").stat().st_size > 5000
 
 
@@ -153,7 +185,7 @@ def test_a_cell_that_failed_in_some_runs_is_marked_and_never_the_fastest_that_tr
     failed.write_text(json.dumps({**optimized, "keys": {**optimized["keys"], "rep": 1}, "status": "failed",
                                   "reason": "non-finite loss: loss is nan at step 3", "metrics": []}))
     out = tmp_path / "h200"
-    aggregate.main(H200 + repeats + [failed], [], out)
+    tables(H200 + repeats + [failed], [], out)
     text = report.render(out).read_text()
     row = next(line for line in text.splitlines() if line.startswith("| optimized+bf16 |"))
     assert row.endswith("**failed in 1 of 2 runs** |")
@@ -169,19 +201,75 @@ def test_a_lever_that_failed_in_some_runs_is_marked_against_optimized_too(tmp_pa
     failed = tmp_path / "vit_b_16--optimized+bf16-fused-sgd--rep2.json"
     failed.write_text(json.dumps({**lever, "keys": {**lever["keys"], "rep": 2}, "status": "failed",
                                   "reason": "non-finite loss: loss is nan at step 3", "metrics": []}))
-    aggregate.main(pairs + [failed], [], tmp_path / "h200")
+    tables(pairs + [failed], [], tmp_path / "h200")
     text = report.render(tmp_path / "h200").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| optimized+bf16-fused-sgd |")]
     assert len(rows) == 2  # every variant against the baseline, and the levers against optimized
     assert all(row.endswith("**failed in 1 of 3 runs** |") for row in rows)
+    assert [row.split(" | ")[2] for row in rows] == ["failed", "failed"]  # no ratio from a cell that failed in its set
+    r = ratio_row(pd.read_csv(tmp_path / "h200" / "ratios.csv"), "vit_b_16", "optimized", "optimized+bf16-fused-sgd")
+    assert (r.status, r.why) == ("failed", "optimized+bf16-fused-sgd failed in 1 of 3 runs")
     assert not re.search(r"\d\.\d{6,}", text)  # every number in the report is formatted
+
+
+def repeat(path: Path, out: Path, rep: int, scale: float = 1.0, commit: str = "3f3a4b6e6edb") -> Path:
+    """A copy of a real record as repetition `rep` of the set of runs of resnet50's baseline and
+    optimized (commit 3f3a4b6e6edb, 2026-12-02, the H200), its throughput times `scale`."""
+    r = json.loads(path.read_text())
+    r["keys"] = {**r["keys"], "rep": rep}
+    r["env"] = {**r["env"], "git_commit": commit}
+    r["started"] = f"2026-12-02T{14 + rep:02d}" + r["started"][13:]  # repetition r+1 after r
+    for m in r["metrics"]:
+        m["value"] *= scale if m["metric"] == "throughput" else 1.0
+    dst = out / f"{r['keys']['workload']}--{r['keys']['variant']}--rep{rep}.json"
+    dst.write_text(json.dumps(r))
+    return dst
+
+
+def test_speedups_are_paired_ratios_with_their_interval(tmp_path):
+    """Copies of real ResNet-50 records of the H200 as three repetitions of one set of runs:
+    workers against the baseline (a clear gain), cudnn-benchmark against it (no change beyond
+    the pairs' spread), optimized-no-amp against optimized (a loss). Each column shows the median
+    of the paired ratios and its 95 % interval, the diagnosis verifies its prescription on it, and
+    the figure draws it."""
+    scale = {"baseline": [1.0, 1.03, 0.98], "workers": [1.0, 0.99, 1.02], "optimized": [1.0, 1.01, 0.99],
+             "optimized-no-amp": [1.0, 0.98, 1.01],
+             "cudnn-benchmark": [f * tput(DATA / "resnet50--baseline.json") / tput(DATA / "resnet50--cudnn-benchmark.json")
+                                 for f in (1.03, 0.97, 1.0)]}
+    paths = [repeat(DATA / f"resnet50--{v}.json", tmp_path, rep, f) for v, fs in scale.items() for rep, f in enumerate(fs)]
+    out = tmp_path / "h200"
+    tables(paths, [], out)
+    text = report.render(out).read_text()
+
+    def shown(before, after):
+        ratios = [tput(DATA / f"resnet50--{after}.json") * a / (tput(DATA / f"resnet50--{before}.json") * b)
+                  for a, b in zip(scale[after], scale[before])]
+        lo, hi = paired.interval(np.array(ratios))
+        return f"{np.median(ratios):.3g}x [{lo:.3g}, {hi:.3g}]", lo, hi
+
+    lines = text[text.index("## resnet50"):].splitlines()
+    workers, lo, _ = shown("baseline", "workers")
+    assert lo > 1 and next(x for x in lines if x.startswith("| workers |")).split(" | ")[2] == workers
+    cudnn, lo, hi = shown("baseline", "cudnn-benchmark")
+    assert lo < 1 < hi and next(x for x in lines if x.startswith("| cudnn-benchmark |")).split(" | ")[2] == \
+        f"{cudnn} not established"
+    ablation, _, hi = shown("optimized", "optimized-no-amp")
+    part = text[text.index("### Ablation"):]
+    assert hi < 1 and next(x for x in part.splitlines() if x.startswith("| optimized-no-amp |")).split(" | ")[2] == ablation
+    # the diagnosis: input-bound, workers prescribed, confirmed by its paired speedup
+    assert f"| resnet50 | input-bound | waits for input 81% of the time | workers | {workers} | confirmed |" in text
+    assert (out / "figures" / "speedup-resnet50.png").stat().st_size > 5000
+
+
+def tput(path: Path) -> float:
+    return next(m["value"] for m in json.loads(path.read_text())["metrics"] if m["metric"] == "throughput")
 
 
 def test_the_host_cuda_calls_of_an_nsys_run_are_tabled_by_thread(tmp_path):
     """A real H200 capture of ResNet-50 with CUDA graphs: the training thread's launches and the
     other threads' calls are listed apart, most host time first, with the calls that wait marked."""
     record = Path(__file__).parent / "data" / "h200-captures" / "resnet50-bf16-graphs-nsys" / "metrics.json"
-    aggregate.main([record], [], tmp_path / "h200")
+    tables([record], [], tmp_path / "h200")
     calls = pd.read_csv(tmp_path / "h200" / "api_calls.csv")
     recorded = json.loads(record.read_text())["nsys"]["api_calls"]
     assert len(calls) == len(recorded) and {"training", "other"} == set(calls.thread)  # recorded before thread names
@@ -231,7 +319,7 @@ def test_the_loss_check_comes_from_the_timing_runs_the_table_shows(tmp_path):
              worse_loss(data / "resnet50--workers.json", tmp_path / "workers.json"),
              CAPTURES / "resnet50-baseline-nsys" / "metrics.json",
              worse_loss(CAPTURES / "resnet50-optimized-nsys" / "metrics.json", tmp_path / "optimized-nsys.json")]
-    summary = aggregate.main(paths, [], tmp_path / "h200")
+    summary = tables(paths, [], tmp_path / "h200")
     loss = {(v, p): row(summary, "resnet50", v, "loss_vs_baseline", p)["median"]
             for v, p in (("optimized", "timing"), ("optimized", "nsys"), ("workers", "timing"))}
     assert loss["optimized", "nsys"] > aggregate.LOSS_TOLERANCE >= loss["optimized", "timing"]

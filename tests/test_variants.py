@@ -4,8 +4,8 @@ import re
 import pytest
 
 import workloads
-from workloads import config, variants
-from workloads.variants import Machine
+from trainperf import config, variants
+from trainperf.variants import Machine
 
 GPU, CPU = Machine("gpu", cuda=True), Machine("cpu", cuda=False)
 
@@ -74,7 +74,7 @@ def test_unknown_variant_lists_the_known_ones(cfg):
 
 
 def test_stages_add_the_fixes_of_the_chain_in_order(cfg):
-    chain = cfg["stages"]["fixes"]
+    chain = cfg["chains"]["stages"]["fixes"]
     knobs, reason = resolve(cfg, f"upto-{chain[2]}", "resnet50")
     expected = dict(cfg["baseline"])
     for f in chain[:3]:
@@ -86,7 +86,7 @@ def test_stages_add_the_fixes_of_the_chain_in_order(cfg):
 
 
 def test_profilers_observe_the_cells_the_preset_names_and_ncu_needs_nsys():
-    from workloads import matrix
+    from trainperf import matrix
     cfg = matrix.resolve(config.load(overrides={"preset": "gpu"}))
     cfg.update(cuda=True, tools={"nsys": "true", "ncu": "true"})  # tools found on PATH
     cfg["presets"]["gpu"]["profile"] = {"nsys": {"variants": ["baseline"]}, "ncu": {"variants": ["baseline", "amp"]}}
@@ -99,11 +99,25 @@ def test_profilers_observe_the_cells_the_preset_names_and_ncu_needs_nsys():
     assert "nsys timeline" in cells[("lstm", "amp", "ncu", 0)]["reason"]
 
 
-def test_an_unknown_fix_in_the_stages_is_one_clear_error():
-    from workloads import matrix
-    cfg = config.load(overrides={"stages": {"workloads": ["resnet50"], "fixes": ["workers", "turbo"]}})
-    with pytest.raises(config.ConfigError, match="stages.fixes: unknown fix 'turbo'; known: workers"):
+def test_an_unknown_fix_in_a_chain_is_one_clear_error():
+    from trainperf import matrix
+    cfg = config.load(overrides={"chains": {"stages": {"workloads": ["resnet50"], "fixes": ["workers", "turbo"]}}})
+    with pytest.raises(config.ConfigError, match="chains.stages.fixes: unknown name 'turbo'; known: workers"):
         matrix.resolve(cfg)
+
+
+def test_an_article_chain_names_its_stages_and_a_step_chain_runs_under_its_profiler_only(cfg):
+    """a002's second stage adds the metric read every 10 steps to its first (8 workers, the same
+    cell as the `workers` fix); the ladder's stages are step-alone cells, in every repetition."""
+    from trainperf import matrix
+    knobs, reason = resolve(cfg, "a002-upto-lazy-sync", "resnet50")
+    assert reason is None and knobs == {**cfg["baseline"], **cfg["fixes"]["workers"], **cfg["fixes"]["lazy-sync"]}
+    assert resolve(cfg, "a002-upto-workers", "resnet50") == (None, "same knobs as workers here")
+    assert variants.in_scope(cfg, "resnet50", "ladder-upto-amp", "step")
+    assert not variants.in_scope(cfg, "resnet50", "ladder-upto-amp", "timing")
+    gpu = matrix.resolve(config.load(overrides={"preset": "gpu", "workloads": ["resnet50"]}))
+    ladder = [c["keys"] for c in matrix.cells(gpu) if c["keys"]["variant"] == "ladder-upto-amp"]
+    assert {(k["profiler"], k["rep"]) for k in ladder} == {("step", r) for r in range(3)}
 
 
 def test_a_tuning_lever_is_measured_on_top_of_optimized(cfg):
@@ -139,7 +153,7 @@ def test_ddp_of_one_process_is_a_config_error():
 
 
 def test_a_batch_lever_scales_the_cells_batch_and_nothing_else():
-    from workloads import matrix
+    from trainperf import matrix
     cfg = matrix.resolve(config.load(overrides={"gpu_jobs": True, "machine": "h200", "preset": "gpu"}))
     opt, big = (matrix.cell(cfg, "lstm", v)["spec"] for v in ("optimized", "optimized+bf16-batch2x"))
     assert big["params"] == {**opt["params"], "batch_size": 2 * opt["params"]["batch_size"]}
@@ -149,7 +163,7 @@ def test_a_batch_lever_scales_the_cells_batch_and_nothing_else():
 def test_the_ceilings_measure_as_many_steps_as_timing_and_the_tracers_fewer():
     """The loader alone and the step alone are set against timing's throughput: a short window
     (a few 9 ms LSTM steps) would understate them by the queue's fill and the final sync."""
-    from workloads import matrix
+    from trainperf import matrix
     cfg = matrix.resolve(config.load(overrides={"gpu_jobs": True, "machine": "h200", "preset": "gpu"}))
     preset = cfg["presets"]["gpu"]
     steps = {p: matrix.cell(cfg, "resnet50", "optimized", p)["spec"]["measured_steps"]
@@ -188,7 +202,7 @@ def _folded(text: str) -> str:
 def test_every_skip_reason_is_about_the_workload_it_skips(preset, cuda):
     """A reason that the preset gives every workload, or a workload its own, names no other
     workload's model (the cpu preset's AMP reason once spoke of ResNet-50 for all four)."""
-    from workloads import matrix
+    from trainperf import matrix
     cfg = matrix.resolve(config.load(overrides={"preset": preset, "gpu_jobs": cuda, "machine": "test"}))
     models = {name: {_folded(name), _folded(workloads.get(name).__name__)} for name in workloads.names()}
     for c in matrix.cells(cfg):

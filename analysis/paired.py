@@ -1,0 +1,102 @@
+"""Paired ratios: what a change is worth, from runs of one set measured side by side.
+
+A ratio of two cells (after / before) is made only from runs of one set of runs (same GPU, same
+commit, same day) that share a repetition: repetition r of every cell ran before repetition r+1
+of any, so each pair saw the same machine at nearly the same time. The ratio reported is the median
+of the paired ratios, with a 95 % bootstrap interval of that median; with fewer than MIN_PAIRS
+pairs there is no interval, and a ratio whose interval holds 1.0 is not established. A run from a
+tree with uncommitted changes, or a cell that failed in any run of the set, gives no ratio.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+MIN_PAIRS = 3
+CONFIDENCE = 0.95
+
+
+def run_set(env: dict | None, started: str | None) -> str:
+    """The set of runs a record belongs to: its GPU (the physical one where known), its commit,
+    its day."""
+    env = env or {}
+    gpu = env.get("gpu_uuid") or env.get("gpu") or env.get("cpu") or "?"
+    return f"{gpu}|{env.get('git_commit', '?')}|{(started or '')[:10]}"
+
+
+def committed(rset: str) -> bool:
+    """Was the run made from a known commit with no uncommitted change?"""
+    commit = rset.split("|")[1]
+    return not commit.endswith("-dirty") and commit not in ("?", "unknown")
+
+
+def interval(ratios: np.ndarray) -> tuple[float, float]:
+    """95 % percentile bootstrap interval of the median (seeded: the same records, the same table)."""
+    if np.ptp(ratios) == 0:
+        return float(ratios[0]), float(ratios[0])
+    res = stats.bootstrap((ratios,), np.median, confidence_level=CONFIDENCE, method="percentile",
+                          n_resamples=4999, random_state=np.random.default_rng(0))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def pairs(runs: pd.DataFrame, before: str, after: str) -> dict[str, pd.DataFrame]:
+    """Per committed set of runs, the before and after values that share a repetition."""
+    out = {}
+    for rset, g in runs[runs.variant.isin([before, after])].groupby("run_set"):
+        if not committed(rset):
+            continue
+        wide = g.pivot_table(index="rep", columns="variant", values="value", aggfunc="first")
+        if before in wide and after in wide:
+            out[rset] = wide[[before, after]].dropna()
+    return {k: v for k, v in out.items() if len(v)}
+
+
+def failed_in(cells: pd.DataFrame, variant: str, rset: str | None) -> str | None:
+    """'failed in k of N runs' where the cell failed in that set of runs (or in any, with no set)."""
+    c = cells[cells.variant == variant]
+    c = c if rset is None else c[c.run_set == rset]
+    bad = (c.status == "failed").sum()
+    return f"{variant} failed in {bad} of {len(c)} runs" if bad else None
+
+
+def ratio(runs: pd.DataFrame, cells: pd.DataFrame, before: str, after: str, op: str = "ratio") -> dict:
+    """The paired ratio after / before (op "difference": after - before) of one workload x
+    profiler x metric (runs: its metric rows with run_set; cells: its cells with status and
+    run_set): median, lo, hi, n, run_set, status (gain, loss, not established, too few pairs,
+    unpaired, failed) and why."""
+    found = pairs(runs, before, after)
+    if not found:
+        why = failed_in(cells, before, None) or failed_in(cells, after, None)
+        return {"status": "failed" if why else "unpaired", "n": 0,
+                "why": why or "no set of runs measured both (same GPU, commit and day)"}
+    rset, both = max(found.items(), key=lambda kv: (len(kv[1]), kv[0].split("|")[2]))
+    why = failed_in(cells, before, rset) or failed_in(cells, after, rset)
+    if why:
+        return {"status": "failed", "n": 0, "run_set": rset, "why": why}
+    r = (both[after] / both[before] if op == "ratio" else both[after] - both[before]).to_numpy(dtype=float)
+    neutral = 1.0 if op == "ratio" else 0.0
+    out = {"median": float(np.median(r)), "n": len(r), "run_set": rset}
+    if len(r) < MIN_PAIRS:
+        return {**out, "status": "too few pairs", "why": f"{len(r)} pair(s); an interval needs {MIN_PAIRS}"}
+    lo, hi = interval(r)
+    status = "gain" if lo > neutral else "loss" if hi < neutral else "not established"
+    return {**out, "lo": lo, "hi": hi, "status": status, "why": None}
+
+
+def table(metrics: pd.DataFrame, cells: pd.DataFrame, comparisons: list[tuple[str, str, str]],
+          metric: str = "throughput", profiler: str = "timing", aliases: dict | None = None) -> pd.DataFrame:
+    """One row per (workload, before, after) comparison of `metric` under `profiler`; a variant the
+    matrix measured as another (aliases: (workload, variant) -> that one) is read as it."""
+    rows, aliases = [], aliases or {}
+    m = metrics[(metrics.metric == metric) & (metrics.profiler == profiler)]
+    c = cells[cells.profiler == profiler]
+    for workload, before, after in comparisons:
+        b, a = (aliases.get((workload, v), v) for v in (before, after))
+        r = ratio(m[m.workload == workload], c[c.workload == workload], b, a) if a != b else \
+            {"status": "unpaired", "n": 0, "why": f"{after} is {before} here"}
+        rows.append({"workload": workload, "before": before, "after": after, "profiler": profiler,
+                     "metric": metric, **r})
+    columns = ["workload", "before", "after", "profiler", "metric", "median", "lo", "hi", "n", "status",
+               "run_set", "why"]
+    return pd.DataFrame(rows, columns=columns)

@@ -1,0 +1,107 @@
+"""Paired ratios and the claim verdicts built on them: pairs only within one set of runs, an
+interval only from three pairs, 'not established' where it holds 1.0, no ratio for a failed cell."""
+import pandas as pd
+import pytest
+
+from analysis import claims, paired
+
+SET_A = "GPU-a|abc123|2026-12-06"
+SET_B = "GPU-b|def456|2026-12-07"
+
+
+def runs(values: dict[str, list[float]], rset: str = SET_A) -> pd.DataFrame:
+    return pd.DataFrame([{"workload": "resnet50", "variant": v, "profiler": "timing", "rep": r, "metric": "throughput",
+                          "value": x, "run_set": rset} for v, xs in values.items() for r, x in enumerate(xs)])
+
+
+def cells_of(df: pd.DataFrame, failed: tuple = ()) -> pd.DataFrame:
+    c = df[["workload", "variant", "profiler", "rep", "run_set"]].drop_duplicates().assign(status="ok")
+    for variant, rep in failed:
+        c.loc[(c.variant == variant) & (c.rep == rep), "status"] = "failed"
+    return c
+
+
+def test_a_clear_gain_has_an_interval_above_one():
+    df = runs({"baseline": [100, 102, 98, 101], "amp": [190, 195, 185, 192]})
+    r = paired.ratio(df, cells_of(df), "baseline", "amp")
+    assert r["status"] == "gain" and r["n"] == 4 and 1.8 < r["lo"] <= r["median"] <= r["hi"] < 2.0
+
+
+def test_an_interval_that_holds_one_reads_not_established():
+    df = runs({"baseline": [100, 102, 98], "amp": [97, 105, 99]})
+    r = paired.ratio(df, cells_of(df), "baseline", "amp")
+    assert r["lo"] < 1 < r["hi"] and r["status"] == "not established"
+    assert claims.verdict("ratio", r, 1.25) == "not established"
+
+
+def test_runs_of_different_sets_are_never_paired():
+    """The baseline's runs come from one day, the fix's from another: no ratio at all."""
+    df = pd.concat([runs({"baseline": [100, 101, 99]}, SET_A), runs({"amp": [190, 191, 189]}, SET_B)])
+    r = paired.ratio(df, cells_of(df), "baseline", "amp")
+    assert r["status"] == "unpaired" and "median" not in r
+
+
+def test_an_unpaired_run_contributes_no_ratio():
+    """Three pairs in one set, a fourth baseline run on another day: the ratio rests on three."""
+    df = pd.concat([runs({"baseline": [100, 100, 100], "amp": [200, 200, 200]}), runs({"baseline": [50]}, SET_B)])
+    r = paired.ratio(df, cells_of(df), "baseline", "amp")
+    assert r["n"] == 3 and r["median"] == 2.0 and r["run_set"] == SET_A
+
+
+def test_fewer_than_three_pairs_give_no_interval():
+    df = runs({"baseline": [100, 101], "amp": [190, 191]})
+    r = paired.ratio(df, cells_of(df), "baseline", "amp")
+    assert r["status"] == "too few pairs" and "lo" not in r
+    assert claims.verdict("ratio", r, 2.0) == "not measurable here"
+
+
+def test_a_run_from_an_uncommitted_tree_is_never_used():
+    df = runs({"baseline": [100, 101, 99], "amp": [190, 191, 189]}, "GPU-a|abc123-dirty|2026-12-06")
+    assert paired.ratio(df, cells_of(df), "baseline", "amp")["status"] == "unpaired"
+
+
+def test_a_cell_that_failed_in_one_run_of_three_gives_no_ratio():
+    df = runs({"baseline": [100, 101, 99], "amp": [190, 191]})  # its third run went non-finite
+    cells = pd.concat([cells_of(df), pd.DataFrame([{"workload": "resnet50", "variant": "amp", "profiler": "timing",
+                                                    "rep": 2, "run_set": SET_A, "status": "failed"}])])
+    r = paired.ratio(df, cells, "baseline", "amp")
+    assert r["status"] == "failed" and r["why"] == "amp failed in 1 of 3 runs"
+
+
+@pytest.mark.parametrize("measured,effect,expected", [
+    ((1.9, 1.7, 2.1), 1.25, "holds in direction, different size"),  # the old ratio rule called this 'holds'
+    ((1.3, 1.2, 1.4), 1.25, "holds"),
+    ((3.1, 2.9, 3.3), 3.0, "holds"),
+    ((36.7, 30.0, 38.0), 2.98, "holds in direction, different size"),
+    ((1.02, 0.97, 1.08), 1.25, "not established"),
+    ((0.8, 0.7, 0.9), 1.25, "does not hold (the opposite)"),
+    ((1.5, 1.4, 1.6), None, "holds (the direction; the source gives no size)"),
+])
+def test_verdicts_judge_gains_not_ratios(measured, effect, expected):
+    m = dict(zip(("median", "lo", "hi"), measured), status="gain" if measured[1] > 1 else
+             "loss" if measured[2] < 1 else "not established")
+    assert claims.verdict("ratio", m, effect) == expected
+
+
+def test_a_difference_is_judged_around_zero():
+    m = {"median": 4.0, "lo": 3.0, "hi": 5.0, "status": "gain"}
+    assert claims.verdict("difference", m, 5.0) == "holds"
+    assert claims.verdict("difference", {**m, "lo": -1.0, "status": "not established"}, 5.0) == "not established"
+
+
+def test_a_claim_names_its_pair_and_rests_on_paired_runs():
+    df = runs({"baseline": [100, 102, 98], "workers": [490, 500, 480]})
+    row = claims.evaluate(df, cells_of(df), [{
+        "id": "x", "source": "002", "hardware": "A100", "claim": "8 workers", "documented": {"before": 1, "after": 5, "unit": "x"},
+        "tests": [{"kind": "ratio", "workload": "resnet50", "before": "baseline", "after": "workers",
+                   "metric": "throughput", "effect": 5.0, "why": "differs only by the workers"}]}]).iloc[0]
+    assert row.pair == "throughput: baseline -> workers (ratio; resnet50, timing)"
+    assert row["why this pair"] == "differs only by the workers" and row.verdict == "holds" and row.n == 3
+
+
+def test_every_claim_in_the_registry_names_its_pairs_and_why():
+    for c in claims.load():
+        assert c["tests"], c["id"]
+        for t in c["tests"]:
+            assert t["why"] and t["kind"] in ("ratio", "reduction", "difference", "share")
+            assert t["before"] and (t["kind"] == "share" or t["after"])
