@@ -11,7 +11,8 @@ the paired ratio of its pair (analysis/paired.py) and that ratio's 95 % interval
 - does not hold (the opposite): the interval lies on the other side of no change;
 - not measurable here: with why (a cell not run or failed, too few pairs, a metric not observed).
 A share (a value of one cell, e.g. an occupancy) holds where its interval over the runs of one set
-overlaps the documented range.
+overlaps the documented range (or a factor of SIZE_FACTOR around the documented value); from fewer
+than three runs (a profiler that observes one repetition) its min..max is judged, and it says so.
 """
 from __future__ import annotations
 
@@ -88,10 +89,11 @@ def share(runs: pd.DataFrame, cells: pd.DataFrame, variant: str) -> dict:
 def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None = None) -> str:
     """The verdict of one test from its measurement (see the module's rules)."""
     if kind == "share":
-        if m["status"] not in ("value", "too few pairs") or m["status"] == "too few pairs" and not within:
+        if m["status"] not in ("value", "too few pairs"):
             return "not measurable here"
         band = within or [effect / SIZE_FACTOR, effect * SIZE_FACTOR]
-        return "holds" if m["lo"] <= band[1] and m["hi"] >= band[0] else "does not hold (outside the documented range)"
+        said = "holds" if m["lo"] <= band[1] and m["hi"] >= band[0] else "does not hold (outside the documented range)"
+        return said if m["status"] == "value" else f"{said}, from {m['n']} run(s): no interval"
     if m["status"] not in ("gain", "loss", "not established"):
         return "not measurable here"
     neutral = 0.0 if kind == "difference" else 1.0

@@ -90,7 +90,7 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> list[str]:
             ("Past the articles: levers on top of optimized", sections.tuning_section(summary, tables["ratios"], workload, kinds.get("lever", []))),
             ("Data-parallel scaling", sections.scaling_section(summary, tables["ratios"], workload, kinds.get("ddp", []))),
             ("Stage by stage: one fix after another", sections.stages_section(summary, tables["ratios"], tables["cells"], chain, workload, out)),
-            *((f"Chain {c}: {title}", sections.chain_section(summary, tables["ratios"], v, workload, c))
+            *((f"Chain {c}: {title}", sections.chain_section(summary, tables["ratios"], v, tables["cells"], workload, c))
               for c, title in CHAINS.items()),
             ("Ceilings: the loader alone and the step alone", sections.ceilings_section(summary, workload, names)),
             ("Where the time goes", sections.time_section(summary, workload, out)),

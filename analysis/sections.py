@@ -23,9 +23,11 @@ def stage_variants(cells: pd.DataFrame, chain: list[str], workload: str) -> list
     return out
 
 
-def chain_section(summary, ratios, variants: pd.DataFrame, workload: str, chain: str) -> str:
-    """A chain's stages (variants.csv), each with its throughput, its paired gain over the stage
-    before it and over the baseline (the profiler its chain runs under)."""
+def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, workload: str, chain: str) -> str:
+    """A chain's stages (variants.csv), each with its throughput (a stage the matrix measured as
+    another variant shows that one's), its paired gain over the stage before it and over the
+    baseline (the profiler its chain runs under)."""
+    same = aggregate.aliases(cells)
     if "chain" not in variants:
         return ""
     stages = variants[(variants.workload == workload) & (variants.chain == chain)].sort_values("order")
@@ -35,8 +37,8 @@ def chain_section(summary, ratios, variants: pd.DataFrame, workload: str, chain:
     profiler = r.profiler.iloc[0]
     rows, before = [], "baseline"
     for v, step in zip(stages.variant, stages.about):
-        t = metric(summary, workload, v, "throughput", profiler)
-        rows.append({"stage": f"+ {step}", "variant": v, f"throughput ({profiler})": spread(t),
+        t = metric(summary, workload, same.get((workload, v), v), "throughput", profiler)
+        rows.append({"stage": f"+ {step}", "variant": same.get((workload, v), v), f"throughput ({profiler})": spread(t),
                      "over the stage before (paired)": "" if before == "baseline" else
                      ratio_text(ratio_row(ratios, workload, before, v, profiler)),
                      "over the baseline (paired)": ratio_text(ratio_row(ratios, workload, "baseline", v, profiler))})

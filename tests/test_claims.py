@@ -47,11 +47,10 @@ def test_verdict_branches(kind, values, effect, expected):
 
 
 @pytest.mark.parametrize("kind,status", [("ratio", "too few pairs"), ("ratio", "unpaired"), ("ratio", "failed"),
-                                         ("difference", "too few pairs"), ("share", "unpaired"),
-                                         ("share", "too few pairs")])
+                                         ("difference", "too few pairs"), ("share", "unpaired")])
 def test_what_has_no_interval_is_not_measurable(kind, status):
     """Fewer than three pairs, no set of runs that measured both cells, a failed cell: no verdict,
-    whatever the value (a share without a documented range needs its interval too)."""
+    whatever the value."""
     assert claims.verdict(kind, measured(3.1, 2.9, 3.3, kind, status), 3.0) == "not measurable here"
 
 
@@ -62,9 +61,11 @@ def test_a_documented_range_decides_a_share(value, expected):
 
 
 def test_a_share_of_fewer_runs_is_judged_on_their_spread_against_a_documented_range():
-    few = measured(45.0, 40.0, 52.0, "share", "too few pairs")  # min..max of its runs
-    assert claims.verdict("share", few, 62.5, [50, 75]) == "holds"
-    assert claims.verdict("share", {**few, "hi": 48.0}, 62.5, [50, 75]) == "does not hold (outside the documented range)"
+    few = {**measured(45.0, 40.0, 52.0, "share", "too few pairs"), "n": 2}  # min..max of its runs
+    assert claims.verdict("share", few, 62.5, [50, 75]) == "holds, from 2 run(s): no interval"
+    assert claims.verdict("share", {**few, "hi": 48.0}, 62.5, [50, 75]) == \
+        "does not hold (outside the documented range), from 2 run(s): no interval"
+    assert claims.verdict("share", {**few, "lo": 77.1, "hi": 77.1, "n": 1}, 78) == "holds, from 1 run(s): no interval"
 
 
 def test_registry_covers_every_documented_claim_with_cells_of_the_matrix():
