@@ -14,11 +14,13 @@ rule aggregate:
         summary=report(f"results/{MACHINE}/summary.csv", caption="../report/summary.rst", category="Tables"),
         env=f"results/{MACHINE}/env.json",
         skipped=f"results/{MACHINE}/records/skipped.json",
+    params:
+        runs=lambda wc, input: str(Path(input.skipped).parent),  # the machine's runs: every record there
     log:
         f"runs/{MACHINE}/logs/aggregate.log",
     shell:
-        "cp {input.skipped} {output.skipped} && trainperf aggregate runs/{MACHINE} "
-        "--compiles $(find runs/{MACHINE}/compiled -name '*.json' 2>/dev/null | sort) "
+        "cp {input.skipped} {output.skipped} && trainperf aggregate {params.runs} "
+        "--compiles $(find {params.runs}/compiled -name '*.json' 2>/dev/null | sort) "
         "--skipped {output.skipped} --out-dir $(dirname {output.summary}) > {log} 2>&1"
 
 

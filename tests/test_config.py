@@ -15,7 +15,6 @@ def test_shipped_config_is_valid():
 
 
 @pytest.mark.parametrize("overrides,pattern", [
-    ({"preset": "tpu"}, r"config error at preset: 'tpu' is not one of \['auto', 'cpu', 'gpu'\]"),
     ({"profilers": ["perf"]}, r"config error at profilers\.0: 'perf' is not one of \['timing'"),
     ({"fixes": {"amp": {"precision": "fp8"}}}, r"at fixes\.amp\.precision: 'fp8' is not one of"),
     ({"fixes": {"amp": {"precison": "amp-fp16"}}}, r"at fixes\.amp: unknown key\(s\) \['precison'\]; allowed: .*'precision'"),
@@ -126,3 +125,8 @@ def test_a_preset_with_more_classes_than_images_is_refused():
     c["presets"]["cpu"]["classes"] = 100
     with pytest.raises(ConfigError, match=r"presets\.cpu\.classes: 100 classes need at least as many images, not 48"):
         matrix.resolve(c)
+
+
+def test_an_unknown_preset_names_the_presets():
+    with pytest.raises(ConfigError, match=r"preset: 'tpu' is not one of the presets: cpu, gpu, headline"):
+        matrix.resolve(_load(preset="tpu"))
