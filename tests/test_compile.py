@@ -226,9 +226,15 @@ def test_a_compile_stage_stopped_by_a_signal_records_no_failure(compile_config, 
     proc = subprocess.Popen([sys.executable, "-m", "trainperf.cli", "compile", "--jobs", json.dumps(jobs),
                              "--parallel", "2"], env=env, start_new_session=True)
     logs = [Path(out).with_suffix(".log") for _, out in jobs[:2]]
-    deadline = time.time() + 120
-    while not all(p.exists() and p.stat().st_size for p in logs) and time.time() < deadline:
-        time.sleep(0.2)  # both children started and writing: mid-compile
+    folders = [tmp_path / "inductor" / compiled.cache_key(s) for s in (spec, bf16)]
+    deadline = time.monotonic() + 600
+    # the event: inductor has written into each child's cache folder (its first generated C++, seconds
+    # into the child), so both are mid-compile; their logs are no sign (they may hold nothing till the end)
+    while not all(f.is_dir() and any(p.is_file() for p in f.rglob("*")) for f in folders):
+        assert proc.poll() is None, f"the stage ended (status {proc.returncode}) before its children compiled"
+        assert time.monotonic() < deadline, "the stage's children never started compiling"
+        time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=120) != 0
     assert all(p.exists() for p in logs) and not list(tmp_path.glob("*.json"))
+    assert not Path(jobs[2][1]).with_suffix(".log").exists()  # the queued folder was never started

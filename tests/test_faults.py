@@ -50,15 +50,20 @@ def test_corrupt_jpeg_fails_the_cell_naming_the_file(cpu_config, datasets, tmp_p
 
 def test_a_killed_run_leaves_no_result_and_the_next_run_writes_one(cpu_config, tmp_path):
     spec = spec_of(cpu_config, "lstm", "baseline")
-    spec["measured_steps"] = 200
+    # the run logs its progress every measured_steps // 5 steps: its first line comes after 10 steps
+    # (2 s on 2 cores), with 40 still to go (the kill follows the line at once)
+    spec["measured_steps"] = 50
     out = tmp_path / "metrics.json"
     cmd = [sys.executable, "-m", "trainperf.cli", "run", "--spec", json.dumps(spec), "--out", str(out)]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    for line in proc.stderr:  # kill it in the middle of its measured steps
-        if "step " in line and "/200" in line:
+    said = []
+    for line in proc.stderr:  # the event: its first progress line, read from its pipe
+        said.append(line)
+        if "step " in line and "/50:" in line:
             break
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
+    proc.send_signal(signal.SIGKILL)  # in the middle of its measured steps
+    # died of the kill: not before it (a crash), nor having ended before it came (it would exit 0)
+    assert proc.wait(timeout=60) == -signal.SIGKILL, "".join(said)[-2000:]
     assert not out.exists() and not list(tmp_path.iterdir())
     spec["measured_steps"] = 2
     cmd[cmd.index("--spec") + 1] = json.dumps(spec)

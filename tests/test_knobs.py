@@ -35,7 +35,9 @@ def test_baseline_is_nchw_fp32_single_process(cpu_config):
 @pytest.mark.parametrize("precision,dtype", [("amp-bf16", torch.bfloat16), ("amp-fp16", torch.float16),
                                              ("fp32", torch.float32)])
 def test_autocast_dtype_reaches_the_convolutions(cpu_config, precision, dtype):
-    t = harness.Trainer(_with(cpu_config, "resnet50", "baseline", precision=precision))
+    spec = _with(cpu_config, "resnet50", "baseline", precision=precision)
+    spec["params"].update(batch_size=2, image_size=32)  # a CPU's fp16 convolutions are slow: a small step
+    t = harness.Trainer(spec)
     seen = []
     t.model.conv1.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
     x, y = next(t.batches)

@@ -55,12 +55,13 @@ def test_every_cell_is_run_or_skipped_with_a_reason(pipeline):
 def test_summary_has_the_documented_columns_and_derived_rows(pipeline):
     summary = pd.read_csv(pipeline / "results/cpu/summary.csv")
     assert {"workload", "variant", "profiler", "metric", "unit", "median", "lo", "hi", "n"} <= set(summary)
-    speedup = summary[(summary.metric == "speedup") & (summary.variant == "baseline") & (summary.profiler == "timing")]
-    assert len(speedup) == len(workloads.names()) and (speedup["median"] == 1.0).all()
+    ratios = pd.read_csv(pipeline / "results/cpu/ratios.csv")  # one repetition: no pair gives an interval
+    speedups = ratios[(ratios.before == "baseline") & (ratios.profiler == "timing")]
+    assert set(speedups.workload) == set(workloads.names()) and not speedups.lo.notna().any()
+    assert set(speedups.status) <= {"too few pairs", "unpaired", "failed"}
     assert set(summary[summary.metric == "loss_vs_baseline"].unit) == {"%"}
     report = (pipeline / "results/cpu/REPORT.md").read_text()
     assert "CPU preset" in report and "## resnet50" in report and "## Documented claims" in report
-    assert (pipeline / "results/cpu/figures/speedup-resnet50.png").stat().st_size > 5000
     metrics = pd.read_csv(pipeline / "results/cpu/metrics.csv")
     assert set(metrics.metric) >= {"throughput", "step_time", "input_wait_share", "final_loss", "warmup_time"}
     # the loader alone sets a ceiling; the training of the same cell reaches a share of it

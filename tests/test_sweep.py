@@ -18,13 +18,13 @@ def children(pid: int) -> list[int]:
 
 def test_a_killed_cell_is_recorded_and_the_next_cell_runs(cpu_config, tmp_path):
     long = spec_of(cpu_config, "lstm", "baseline")
-    long["measured_steps"] = 500
+    long["measured_steps"] = 50
     short = spec_of(cpu_config, "lstm", "lazy-sync")
     jobs = [[long, str(tmp_path / "a/metrics.json")], [short, str(tmp_path / "b/metrics.json")]]
     cmd = [sys.executable, "-m", "trainperf.cli", "sweep", "--jobs", json.dumps(jobs), "--out", str(tmp_path / "sweep.json")]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:  # the first cell is measuring: kill the process that runs it
-        if "step " in line and "/500" in line:
+        if "step " in line and "/50:" in line:
             break
     os.kill(children(proc.pid)[0], signal.SIGKILL)
     rest = proc.stderr.read()
