@@ -46,7 +46,8 @@ def claims_section(summary: pd.DataFrame, tables: dict) -> str:
     c = claims.evaluate(tables["metrics"], tables["cells"])
     c["measured here (95 % CI, n)"] = ["" if pd.isna(v) else f"{fmt(v, v if pd.isna(lo) else lo, v if pd.isna(hi) else hi)} "
                                        f"(n={int(n)})" for v, lo, hi, n in zip(c.value, c.lo, c.hi, c.n)]
-    c["verdict"] = [f"{v}: {w}" if isinstance(w, str) and w else v for v, w in zip(c.verdict, c.why)]
+    c["verdict"] = [f"{v}: {w}" if isinstance(w, str) and w and "no interval" not in v else v
+                    for v, w in zip(c.verdict, c.why)]  # a verdict that says it has no interval says why
     return claims.RULE + "\n" + table(c[["id", "source", "documented", "pair", "why this pair",
                                             "measured here (95 % CI, n)", "verdict"]])
 
