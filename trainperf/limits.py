@@ -4,12 +4,13 @@ here (not a datasheet figure), once per set of runs. MFU = achieved model FLOP/s
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+
+from workloads.record import write_json
 
 PRECISIONS = {"fp32": (torch.float32, False), "tf32": (torch.float32, True),
               "amp-fp16": (torch.float16, False), "amp-bf16": (torch.bfloat16, False)}
@@ -77,13 +78,6 @@ def _same(entry: dict, key: dict) -> bool:
     return all(json.dumps(entry.get(k), sort_keys=True) == json.dumps(v, sort_keys=True) for k, v in key.items())
 
 
-def _save(cache: Path, entries: list[dict]) -> None:
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")  # readers see the old file or the new one
-    tmp.write_text(json.dumps(entries, indent=1))
-    os.replace(tmp, cache)
-
-
 def peaks(device: torch.device, fingerprint: dict, cache: Path | None = None) -> dict:
     """The matmul peak per precision of this set of runs: taken from `cache` (a JSON list of the
     peaks measured on this machine, one entry per set of runs) where this set measured it, else
@@ -100,7 +94,7 @@ def peaks(device: torch.device, fingerprint: dict, cache: Path | None = None) ->
         entry["repeats"][p] = matmul_peak(p, device)
         entry["peak_tflops"][p] = max(entry["repeats"][p])
     if cache and missing:
-        _save(cache, entries)
+        write_json(cache, entries)
     return {"peak_tflops": {p: entry["peak_tflops"][p] for p in precisions},
             "peak": {"measured": entry["measured"], "reused": not missing,
                      "repeats": {p: entry["repeats"][p] for p in precisions}}}
