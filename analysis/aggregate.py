@@ -66,13 +66,18 @@ def _time_weighted(kernels: list[dict], metrics: dict) -> list[dict]:
             for m, c in metrics.items() if weight and all(c in k for k in kernels)]
 
 
+OCCUPANCY = {"achieved_occupancy": "achieved_occupancy", "theoretical_occupancy": "theoretical_occupancy"}
+
+
 def ncu_metrics(record: dict) -> list[dict]:
-    """An ncu run's kernel measurements, averaged over its kernels weighted by their time (%); and
-    matrix_tensor_pipe_util, the tensor pipe over its matrix-product kernels alone (none where no
-    profiled kernel is one)."""
+    """An ncu run's kernel measurements, averaged over its kernels weighted by their time (%); the
+    tensor pipe over its matrix-product kernels alone (matrix_tensor_pipe_util); achieved and
+    theoretical occupancy per kernel class, matrix_* and other_* (none for a class not profiled)."""
     kernels = [k for k in record.get("ncu", {}).get("kernels", []) if k.get("duration_us")]
-    matrix = [k for k in kernels if k["matrix"]]
-    return _time_weighted(kernels, NCU_SUMMARY) + _time_weighted(matrix, {"matrix_tensor_pipe_util": "tensor_pct"})
+    matrix, other = [k for k in kernels if k["matrix"]], [k for k in kernels if not k["matrix"]]
+    return (_time_weighted(kernels, NCU_SUMMARY) + _time_weighted(matrix, {"matrix_tensor_pipe_util": "tensor_pct"})
+            + _time_weighted(matrix, {f"matrix_{m}": c for m, c in OCCUPANCY.items()})
+            + _time_weighted(other, {f"other_{m}": c for m, c in OCCUPANCY.items()}))
 
 
 def cost(record: dict) -> dict:

@@ -86,7 +86,7 @@ def share(runs: pd.DataFrame, cells: pd.DataFrame, variant: str) -> dict:
     return {**out, "lo": lo, "hi": hi, "status": "value", "why": None}
 
 
-def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None = None) -> str:
+def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None = None, expect: str = "higher") -> str:
     """The verdict of one test from its measurement (see the module's rules)."""
     if kind == "share":
         if m["status"] not in ("value", "too few pairs"):
@@ -104,7 +104,8 @@ def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None
     if documented is not None and (documented > 0) != (lo > 0):
         return "does not hold (the opposite)"
     if documented is None:
-        return "holds (the direction; the source gives no size)" if lo > 0 else "does not hold (the opposite)"
+        said = lo > 0 if expect == "higher" else hi < 0
+        return "holds (the direction; the source gives no size)" if said else "does not hold (the opposite)"
     small, large = sorted([documented / SIZE_FACTOR, documented * SIZE_FACTOR])
     return "holds" if lo <= large and hi >= small else "holds in direction, different size"
 
@@ -115,11 +116,12 @@ def evaluate(metrics: pd.DataFrame, cells: pd.DataFrame, claims: list[dict] | No
     for c in claims or load():
         for t in c["tests"]:
             m = measure(t, metrics, cells)
+            beside = measure({**t, "kind": "share", "metric": t["beside"]}, metrics, cells) if "beside" in t else {}
             rows.append({"id": c["id"], "source": c["source"], "hardware": c["hardware"], "claim": c["claim"],
                          "documented": documented(c, t), "pair": describe(t), "why this pair": t.get("why", ""),
                          "value": m.get("median"), "lo": m.get("lo"), "hi": m.get("hi"), "n": m.get("n"),
-                         "run_set": m.get("run_set"), "verdict": verdict(t["kind"], m, t.get("effect"), t.get("range")),
-                         "why": m.get("why")})
+                         "run_set": m.get("run_set"), "verdict": verdict(t["kind"], m, t.get("effect"), t.get("range"), t.get("expect", "higher")),
+                         "why": m.get("why"), "beside": t.get("beside"), "beside_value": beside.get("median")})
     return pd.DataFrame(rows)
 
 

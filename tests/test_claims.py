@@ -46,6 +46,13 @@ def test_verdict_branches(kind, values, effect, expected):
     assert claims.verdict(kind, measured(*values, kind=kind), effect) == expected
 
 
+def test_a_direction_without_a_size_can_be_documented_as_a_fall():
+    assert claims.verdict("ratio", measured(0.8, 0.7, 0.9), None, expect="lower") == \
+        "holds (the direction; the source gives no size)"
+    assert claims.verdict("ratio", measured(1.2, 1.1, 1.3), None, expect="lower") == "does not hold (the opposite)"
+    assert claims.verdict("ratio", measured(1.0, 0.9, 1.1), None, expect="lower") == "not established"
+
+
 @pytest.mark.parametrize("kind,status", [("ratio", "too few pairs"), ("ratio", "unpaired"), ("ratio", "failed"),
                                          ("difference", "too few pairs"), ("share", "unpaired")])
 def test_what_has_no_interval_is_not_measurable(kind, status):

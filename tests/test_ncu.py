@@ -88,9 +88,17 @@ def test_ncu_records_from_the_h200_summarize_into_time_weighted_metrics():
     rows = {m["metric"]: m["value"] for m in aggregate.ncu_metrics(record)}
     lo, hi = min(k["tensor_pct"] for k in kernels), max(k["tensor_pct"] for k in kernels)
     assert lo <= rows["tensor_pipe_util"] <= hi
-    assert set(rows) == set(aggregate.NCU_SUMMARY) | {"matrix_tensor_pipe_util"}
-    matrix = [k["tensor_pct"] for k in kernels if ncu.MATRIX_KERNEL.search(k["name"])]
-    assert matrix and min(matrix) <= rows["matrix_tensor_pipe_util"] <= max(matrix)
+    per_class = {f"{c}_{m}" for c in ("matrix", "other") for m in aggregate.OCCUPANCY}
+    assert set(rows) == set(aggregate.NCU_SUMMARY) | {"matrix_tensor_pipe_util"} | per_class
+    matrix = [k for k in kernels if ncu.MATRIX_KERNEL.search(k["name"])]
+    other = [k for k in kernels if not ncu.MATRIX_KERNEL.search(k["name"])]
+    assert matrix and other
+    for cls, ks in (("matrix", matrix), ("other", other)):
+        for m in ("achieved_occupancy", "theoretical_occupancy"):
+            assert min(k[m] for k in ks) <= rows[f"{cls}_{m}"] <= max(k[m] for k in ks)
+    assert min(k["tensor_pct"] for k in matrix) <= rows["matrix_tensor_pipe_util"] <= max(k["tensor_pct"] for k in matrix)
+    # Hopper's Tensor Core kernels: a low theoretical occupancy by design, which achieved cannot exceed
+    assert rows["matrix_achieved_occupancy"] <= rows["matrix_theoretical_occupancy"]
     assert all(k["bound"] == ncu.bound(k["sm_pct"], k["memory_pct"]) for k in kernels)
 
 

@@ -216,3 +216,48 @@ def test_what_the_machine_lacks_comes_before_what_the_preset_leaves_off(cfg):
     """tf32 on a CPU: the reason is the missing GPU, not the cpu preset's reason for AMP."""
     assert resolve(cfg, "tf32", "resnet50", CPU)[1] == "precision=tf32 needs a CUDA GPU; this machine has none"
     assert "precision is off in the cpu preset" in resolve(cfg, "amp", "transformer_lm", CPU)[1]
+
+
+def test_a_grid_is_a_variant_per_combination_on_optimized_with_its_sizes():
+    """lstm-shape: one variant per (batch, sequence length), optimized's knobs with those sizes; the
+    cell's params carry them (so does the compile-cache key) and only the grid's workloads run it."""
+    from trainperf import matrix
+    cfg = matrix.resolve(config.load(overrides={"gpu_jobs": True, "machine": "h200", "preset": "gpu"}))
+    grid = cfg["grids"]["lstm-shape"]["knobs"]
+    points = [v for v in variants.names(cfg) if v.startswith("lstm-shape-")]
+    assert len(points) == len(grid["batch_size"]) * len(grid["seq_len"])
+    opt = matrix.cell(cfg, "lstm", "optimized")["spec"]
+    cell = matrix.cell(cfg, "lstm", "lstm-shape-batch_size32-seq_len512")["spec"]
+    assert cell["params"] == {**opt["params"], "batch_size": 32, "seq_len": 512}
+    assert {k for k in opt["knobs"] if opt["knobs"][k] != cell["knobs"][k]} == {"batch_size", "seq_len"}
+    assert variants.in_scope(cfg, "lstm", points[0]) and not variants.in_scope(cfg, "resnet50", points[0])
+    kinds = {c["variant"]: c for c in variants.catalog(cfg)}
+    assert kinds[points[0]]["kind"] == "grid" and kinds[points[0]]["chain"] == "lstm-shape"
+    assert kinds["lstm-shape-batch_size32-seq_len512"]["about"] == "batch_size=32 seq_len=512"
+
+
+def test_a_size_knob_acts_where_the_workload_has_that_size():
+    cfg = config.load()
+    assert "applies to sequence models; resnet50 reads images" in variants.knob_reason(
+        "seq_len", 64, workloads.get("resnet50"), cfg, GPU)
+    assert variants.knob_reason("seq_len", 64, workloads.get("lstm"), cfg, GPU) is None
+
+
+@pytest.mark.parametrize("grid,message", [
+    ({"workloads": ["lstm"], "knobs": {"batch_size": [32, -1]}}, r"grids.g.knobs.batch_size: -1 is not allowed"),
+    ({"workloads": ["lstm"], "knobs": {"precision": ["fp8"]}}, r"grids.g.knobs.precision: 'fp8' is not allowed"),
+    ({"workloads": ["gpt"], "knobs": {"batch_size": [32]}}, r"grids.g.workloads: unknown name 'gpt'"),
+])
+def test_a_bad_grid_is_one_clear_error(grid, message):
+    from trainperf import matrix
+    with pytest.raises(config.ConfigError, match=message):
+        matrix.resolve(config.load(overrides={"grids": {**config.load()["grids"], "g": grid}}))
+
+
+def test_a_grid_point_larger_than_the_dataset_is_caught_before_anything_runs():
+    from trainperf import matrix
+    grids = {**config.load()["grids"], "g": {"workloads": ["lstm"], "knobs": {"seq_len": [90000]}}}
+    cfg = config.load(overrides={"grids": grids,
+                                 "workloads": ["lstm"], "variants": ["g-seq_len90000"]})
+    with pytest.raises(config.ConfigError, match=r"\(variant g-seq_len90000\) makes a step of 8 samples, more than the 1"):
+        matrix.resolve(cfg)

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jsonschema
+
 import workloads
 from workloads import env
+from workloads.knobs import KNOBS
 from profiles import OBSERVERS
 from trainperf import variants
 from trainperf.config import ConfigError, digest
@@ -39,6 +42,9 @@ def resolve(config: dict) -> dict:
         _unknown(f"chains.{chain}.fixes", spec["fixes"], list(variants.steps(config)))
         _unknown(f"chains.{chain}.workloads", spec["workloads"], known["workloads"])
         _unknown(f"chains.{chain}.profilers", spec.get("profilers", []), known["profilers"])
+    for grid, spec in config.get("grids", {}).items():
+        _unknown(f"grids.{grid}.workloads", spec["workloads"], known["workloads"])
+        check_values(f"grids.{grid}.knobs", spec["knobs"])
     check_names(config, known)
     check_sizes(config)
     return config
@@ -48,6 +54,16 @@ def _unknown(key: str, chosen, known: list[str]) -> None:
     bad = [n for n in ([] if chosen == "all" else chosen) if n not in known]
     if bad:
         raise ConfigError(f"{key}: unknown name {', '.join(map(repr, bad))}; known: {', '.join(known)}")
+
+
+def check_values(key: str, lists: dict) -> None:
+    """Each value a list gives a knob is one the knob table allows."""
+    for knob, values in lists.items():
+        for value in values:
+            try:
+                jsonschema.validate(value, KNOBS[knob].allowed)
+            except jsonschema.ValidationError as e:
+                raise ConfigError(f"{key}.{knob}: {value!r} is not allowed ({e.message})") from None
 
 
 def check_names(config: dict, known: dict) -> None:
@@ -83,27 +99,22 @@ def check_sizes(config: dict) -> None:
     _check_batch_fits(config)
 
 
-def _largest_batch(config: dict, workload: type[workloads.Workload]) -> int:
-    """The most samples one step of the chosen variants takes (batch_scale, data-parallel ranks)."""
-    machine = Machine(config["preset"], config["cuda"], config.get("gpus"))
-    most = 1
-    for v in config["variants"]:
-        knobs = variants.resolve(v, workload, config, machine)[0] if variants.in_scope(config, workload.name, v) else None
-        most = max(most, knobs["batch_scale"] * max(1, knobs["ddp"])) if knobs else most
-    return params(config, workload)["batch_size"] * most
-
-
 def _check_batch_fits(config: dict) -> None:
-    preset = config["presets"][config["preset"]]
+    """Every chosen variant's step (its batch, times its data-parallel ranks) fits the generated dataset."""
+    preset, machine = config["presets"][config["preset"]], Machine(config["preset"], config["cuda"], config.get("gpus"))
     for name in config["workloads"]:
         workload = workloads.get(name)
         if name in config.get("datasets", {}):
             continue  # a user's dataset is checked when it is read
-        p, batch = params(config, workload), _largest_batch(config, workload)
-        samples = preset["images"] if workload.data == "images" else (preset["tokens"] - 1) // p.get("seq_len", 1)
-        if batch > samples:
-            raise ConfigError(f"presets.{config['preset']}.workloads.{name}.batch_size: {p['batch_size']} makes a step "
-                              f"of {batch} samples, more than the {samples} of the generated dataset")
+        for v in config["variants"]:
+            knobs = variants.resolve(v, workload, config, machine)[0] if variants.in_scope(config, name, v) else None
+            p = params(config, workload, knobs)
+            batch = p["batch_size"] * max(1, (knobs or {}).get("ddp", 0))
+            samples = preset["images"] if workload.data == "images" else (preset["tokens"] - 1) // p.get("seq_len", 1)
+            if batch > samples:
+                where = (f"presets.{config['preset']}.workloads.{name}.batch_size: {params(config, workload)['batch_size']}"
+                         f"{'' if v == 'baseline' else f' (variant {v})'}")
+                raise ConfigError(f"{where} makes a step of {batch} samples, more than the {samples} of the generated dataset")
 
 
 def data_path(config: dict, workload: type[workloads.Workload]) -> Path:
@@ -115,10 +126,12 @@ def data_path(config: dict, workload: type[workloads.Workload]) -> Path:
 
 
 def params(config: dict, workload: type[workloads.Workload], knobs: dict | None = None) -> dict:
-    """The workload's sizes in this preset; a variant's batch_scale multiplies its batch size."""
-    preset = config["presets"][config["preset"]]
+    """The workload's sizes in this preset; a variant's size knobs (batch_size, seq_len: 0 keeps the
+    workload's) replace them, and its batch_scale multiplies the batch."""
+    preset, k = config["presets"][config["preset"]], knobs or {}
     p = {**workload.defaults[preset.get("sizes", config["preset"])], **preset.get("workloads", {}).get(workload.name, {})}
-    return {**p, "batch_size": p["batch_size"] * (knobs or {}).get("batch_scale", 1)}
+    p |= {size: k[size] for size in ("batch_size", "seq_len") if k.get(size)}
+    return {**p, "batch_size": p["batch_size"] * k.get("batch_scale", 1)}
 
 
 def processes(spec: dict) -> int:

@@ -3,6 +3,7 @@ into named variants and decides, for one workload on one machine, each variant's
 it is skipped. It is the one place where knob applicability is decided."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from workloads.base import Workload
@@ -34,13 +35,24 @@ def stages(config: dict) -> dict[str, tuple[str, int]]:
     return {stage_name(c, s): (c, i) for c, spec in config.get("chains", {}).items() for i, s in enumerate(spec["fixes"])}
 
 
+def grid_points(config: dict) -> dict[str, tuple[str, dict]]:
+    """Every grid's variant name -> (its grid, its point): each combination of the grid's knob values,
+    named <grid>-<knob><value>-..., e.g. lstm-shape-batch_size32-seq_len128."""
+    points = {}
+    for grid, spec in config.get("grids", {}).items():
+        for values in itertools.product(*spec["knobs"].values()):
+            point = dict(zip(spec["knobs"], values))
+            points[f"{grid}-" + "-".join(f"{k}{v}" for k, v in point.items())] = (grid, point)
+    return points
+
+
 def names(config: dict) -> list[str]:
     """Every variant name in matrix order: baseline, fixes, extras, optimized, tuning levers,
-    ablations, chain stages, data-parallel scaling."""
+    ablations, chain stages, grid points, data-parallel scaling."""
     fx = list(config["fixes"])
     return ["baseline", *fx, *config.get("extra_variants", {}), "optimized",
             *(f"optimized+{lever}" for lever in config.get("tuning", {})), *(f"optimized-no-{f}" for f in fx),
-            *stages(config), *(f"ddp{n}" for n in config.get("scaling", {}).get("processes", []))]
+            *stages(config), *grid_points(config), *(f"ddp{n}" for n in config.get("scaling", {}).get("processes", []))]
 
 
 def in_scope(config: dict, workload: str, variant: str, profiler: str = "timing") -> bool:
@@ -49,6 +61,8 @@ def in_scope(config: dict, workload: str, variant: str, profiler: str = "timing"
     if variant in stages(config):
         chain = config["chains"][stages(config)[variant][0]]
         return workload in chain["workloads"] and profiler in chain.get("profilers", [profiler])
+    if variant in grid_points(config):
+        return workload in config["grids"][grid_points(config)[variant][0]]["workloads"]
     if variant.startswith("ddp"):
         return workload in config.get("scaling", {}).get("workloads", [])
     return True
@@ -140,6 +154,11 @@ def resolve(name: str, workload: type[Workload], config: dict, machine: Machine)
         if not reason and effective(knobs, base, machine) == effective(optimized, base, machine):
             reason = "same knobs as optimized here"
         return (None, reason) if reason else (knobs, None)
+    if name in grid_points(config):
+        grid, point = grid_points(config)[name]
+        reason = _reason(point, workload, config, machine)
+        on = optimized if config["grids"][grid].get("on", "optimized") == "optimized" else base
+        return (None, reason) if reason else ({**on, **point}, None)
     if name.startswith("ddp") and name[3:].isdigit() and int(name[3:]) in config.get("scaling", {}).get("processes", []):
         n = int(name[3:])
         if machine.cuda and machine.gpus is not None and machine.gpus < n:
@@ -164,7 +183,8 @@ def catalog(config: dict) -> list[dict]:
     kinds |= {f"optimized+{t}": ("lever", t) for t in config.get("tuning", {})}
     kinds |= {f"optimized-no-{f}": ("ablation", f) for f in config["fixes"]}
     kinds |= {v: ("stage", config["chains"][c]["fixes"][i]) for v, (c, i) in stages(config).items()}
+    kinds |= {v: ("grid", " ".join(f"{k}={x}" for k, x in point.items())) for v, (_, point) in grid_points(config).items()}
     kinds |= {f"ddp{n}": ("ddp", str(n)) for n in config.get("scaling", {}).get("processes", [])}
-    chain = {v: c for v, (c, _) in stages(config).items()}
+    chain = {v: c for v, (c, _) in stages(config).items()} | {v: g for v, (g, _) in grid_points(config).items()}
     return [{"variant": v, "kind": kinds[v][0], "about": kinds[v][1], "chain": chain.get(v, ""), "order": i}
             for i, v in enumerate(names(config))]

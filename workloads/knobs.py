@@ -34,6 +34,7 @@ NEEDS: dict[str, tuple[Callable[[type], bool], str]] = {
     "max_pooling": (lambda w: w.cnn, "{knob} applies to CNNs' max-pooling; {name} has none"),  # the CNNs have it
     "attention": (lambda w: w.attention, "{knob} applies to models with attention; {name} has none"),
     "images": (lambda w: w.data == "images", "DALI decodes images; {name} reads {data}"),
+    "tokens": (lambda w: w.data == "tokens", "{knob} applies to sequence models; {name} reads {data}"),
 }
 
 BOOL = {"type": "boolean"}
@@ -93,6 +94,11 @@ KNOBS: dict[str, Knob] = {
     "sdpa_backend": Knob("auto", {"enum": ["auto", "flash", "efficient", "cudnn", "math"]},
                          "attention kernels: auto (PyTorch picks) | flash | efficient | cudnn | math",
                          cuda={"efficient", "cudnn"}, needs="attention"),  # a CPU has flash and math only
+    # sizes: the compile-cache key holds them through the cell's params
+    "batch_size": Knob(0, {"type": "integer", "minimum": 0}, "samples per step; 0: the workload's own in the preset",
+                       traced=False),
+    "seq_len": Knob(0, {"type": "integer", "minimum": 0}, "tokens per sequence; 0: the workload's own in the preset",
+                    traced=False, needs="tokens"),
     "batch_scale": Knob(1, {"type": "integer", "minimum": 1},
                         "the workload's batch size times this (the learning rate stays the workload's)"),
 }
