@@ -11,7 +11,6 @@ include: "rules/common.smk"
 
 localrules:
     all,
-    repetition_done,
     records,
     check,
 

@@ -91,17 +91,19 @@ def sweeps_of(profiler=None, rep=None):
 
 def sweep_inputs(wc):
     """A sweep's dataset (time stamp ignored: it is deterministic) and the compile stage's records
-    (ignored too: a cache folder rebuilt does not void the runs); repetition r of the timing
-    matrix waits for repetition r-1, the profilers for the whole timing matrix, and ncu for the
+    (ignored too: a cache folder rebuilt does not void the runs); a workload's timing repetition r
+    waits for its repetition r-1, its profilers for its last timing repetition, and ncu for the
     nsys timelines it takes its kernels from (in order only: a sweep redone does not void the
-    sweeps after it)."""
+    sweeps after it). Each waits on sweeps of its own workload only: what another workload's run
+    made never changes what this one waits for."""
     rep = int(wc.rep)
     inputs = {"data": ancient(SWEEPS[(wc.workload, wc.profiler, rep)][0][0]["data"]),
               "compiled": [ancient(p) for p in compile_records()]}  # no sweep runs while the stage compiles
-    if wc.profiler == "timing" and rep > 0:
-        inputs["previous"] = ancient(f"runs/{MACHINE}/rep{rep - 1}.done")
-    elif wc.profiler != "timing" and "timing" in R["profilers"]:
-        inputs["timing"] = ancient(f"runs/{MACHINE}/rep{REPS - 1}.done")
+    timing = [r for r in range(REPS) if (wc.workload, "timing", r) in SWEEPS]
+    if wc.profiler == "timing" and rep - 1 in timing:
+        inputs["previous"] = ancient(sweep_path(wc.workload, "timing", rep - 1))
+    elif wc.profiler != "timing" and timing:
+        inputs["timing"] = ancient(sweep_path(wc.workload, "timing", timing[-1]))
     if wc.profiler == "ncu" and (wc.workload, "nsys", rep) in SWEEPS:
         inputs["nsys"] = ancient(sweep_path(wc.workload, "nsys", rep))
     return inputs

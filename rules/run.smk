@@ -1,9 +1,9 @@
 # The cells run in sweeps: one process per workload x profiler x repetition imports once and runs
 # its variants one after another, each in a fresh model (trainperf/sweep.py says how failures stay
-# isolated). Repetition r starts once every sweep of repetition r-1 has finished, so each
-# repetition sweeps all variants (drift spread evenly). The datasets are deterministic from the
-# seed, so a dataset rebuilt on another machine does not invalidate the runs: ancient() ignores
-# its time stamp. torch.compile's caches live in the project (.cache/inductor), one folder per
+# isolated). A workload's repetition r starts once its timing sweep of repetition r-1 has
+# finished, so each repetition sweeps all its variants (drift spread evenly). The datasets are
+# deterministic from the seed, so a dataset rebuilt on another machine does not invalidate the
+# runs: ancient() ignores its time stamp. torch.compile's caches live in the project (.cache/inductor), one folder per
 # combination of the knobs that can change a traced graph (workloads/compiled.py says why), shared
 # by the cells and later pipelines on this machine: a graph compiled once is loaded, not compiled.
 # The compile stage builds them all before the first sweep, several at once (trainperf/precompile.py).
@@ -47,9 +47,3 @@ rule sweep:
         "TRAINPERF_COMPILE_CACHE=$PWD/.cache/inductor trainperf sweep --jobs-file {params.jobs} --out {output} "
         "2>&1 | tee {log}"
 
-
-rule repetition_done:
-    input:
-        lambda wc: sweeps_of("timing", int(wc.rep)),
-    output:
-        touch(f"runs/{MACHINE}/rep{{rep}}.done"),

@@ -119,3 +119,18 @@ def test_a_run_of_one_workload_adds_to_the_report_of_the_others(small):
     assert "resnet50" in report and "lstm" in report
     assert os.path.getsize(small / "results/cpu/limits.json") and \
         set(json.loads((small / "results/cpu/limits.json").read_text())["flops_per_sample"]) == {"lstm", "resnet50"}
+
+
+@pytest.mark.slow
+def test_workloads_run_one_after_another_each_get_every_repetition(tmp_path):
+    """One workload's first repetition, another workload's run, then the first's two repetitions:
+    each workload runs every repetition (a repetition waits on its own workload's sweeps, never on
+    what another workload's run left behind)."""
+    work = copy_workflow(tmp_path)
+    one = [c for c in SMALL if not c.startswith(("workloads=", "variants="))] + ["variants=[baseline]"]
+    for w, reps in (("resnet50", 1), ("lstm", 2), ("resnet50", 2)):
+        (work / "reps.yaml").write_text(f"presets: {{cpu: {{repetitions: {reps}}}}}")
+        out = snakemake(work, *one, f"workloads=[{w}]", extra=["--configfile", "config/config.yaml", "reps.yaml"])
+        assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    records = {str(p.relative_to(work / "runs/cpu")) for p in (work / "runs/cpu").rglob("metrics.json")}
+    assert records == {f"{w}/baseline/timing/rep{r}/metrics.json" for w in ("lstm", "resnet50") for r in (0, 1)}
