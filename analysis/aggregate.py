@@ -111,8 +111,9 @@ def comparisons(cells: pd.DataFrame, catalog) -> list[tuple[str, str, str]]:
         present = sorted(set(g.variant), key=lambda v: (meta.get(v, {}).get("order", len(meta)), v))
         out += [(w, "baseline", v) for v in present if v != "baseline"]
         out += [(w, "optimized", v) for v in present if meta.get(v, {}).get("kind") in ("lever", "ablation")]
-        for chain in [c for c in dict.fromkeys(meta.get(v, {}).get("chain") for v in present) if c]:
-            stages = ["baseline", *(v for v in present if meta.get(v, {}).get("chain") == chain)]
+        staged = [v for v in present if meta.get(v, {}).get("kind") == "stage"]
+        for chain in [c for c in dict.fromkeys(meta[v]["chain"] for v in staged) if c]:
+            stages = ["baseline", *(v for v in staged if meta[v]["chain"] == chain)]
             out += [(w, a, b) for a, b in zip(stages, stages[1:]) if a != "baseline"]
     return out
 
@@ -267,7 +268,7 @@ def variant_table(records: list[dict], catalog=()) -> pd.DataFrame:
         rows |= {(w, v): {} for v in meta if (w, v) not in rows}
     return pd.DataFrame([{"workload": w, "variant": v, "kind": meta.get(v, {}).get("kind", "other"),
                           "about": meta.get(v, {}).get("about", ""), "chain": meta.get(v, {}).get("chain", ""),
-                          "order": meta.get(v, {}).get("order", len(meta)), **k}
+                          "order": meta.get(v, {}).get("order", len(meta)), "side": meta.get(v, {}).get("side", ""), **k}
                          for (w, v), k in sorted(rows.items())])
 
 

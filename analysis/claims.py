@@ -118,7 +118,8 @@ def evaluate(metrics: pd.DataFrame, cells: pd.DataFrame, claims: list[dict] | No
             m = measure(t, metrics, cells)
             beside = measure({**t, "kind": "share", "metric": t["beside"]}, metrics, cells) if "beside" in t else {}
             rows.append({"id": c["id"], "source": c["source"], "hardware": c["hardware"], "claim": c["claim"],
-                         "documented": documented(c, t), "pair": describe(t), "why this pair": t.get("why", ""),
+                         "documented": documented(c, t), "pair": describe(t),
+                         "before": t["before"], "after": t.get("after"), "why this pair": t.get("why", ""),
                          "value": m.get("median"), "lo": m.get("lo"), "hi": m.get("hi"), "n": m.get("n"),
                          "run_set": m.get("run_set"), "verdict": verdict(t["kind"], m, t.get("effect"), t.get("range"), t.get("expect", "higher")),
                          "why": m.get("why"), "beside": t.get("beside"), "beside_value": beside.get("median")})

@@ -1,5 +1,7 @@
-"""results/<machine>/REPORT.md from the tidy tables: environment, speedups, ablations, claims,
-failed and skipped cells. Every number comes from summary.csv; nothing is typed by hand."""
+"""results/<machine>/REPORT.md from the tidy tables: the summary on the first screen, then each
+workload (ResNet-50 first, the articles' case), the documented claims and the environment;
+APPENDIX.md beside it holds host calls, MFU, profiler cost, what the matrix took and the cells that
+did not run. Every number comes from the tables; nothing is typed by hand."""
 from __future__ import annotations
 
 import json
@@ -7,12 +9,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import aggregate, claims, diagnosis, figures, sections
-from analysis.tables import fmt, ratio_row, ratio_text, table
+import yaml
+
+from analysis import aggregate, claims, diagnosis, figures, sections, summary as first
+from analysis.tables import fmt, num, ratio_row, ratio_text, table
+
+ANCHORS = Path(__file__).with_name("anchors.yaml")
+APPENDIX = "APPENDIX.md"
 
 CHAINS = {"a002": "article 002's ResNet-50 case, its fixes in its order",
           "a000": "article 000's ViT case, its DataLoader then DALI",
-          "ladder": "the step alone (a batch held on the GPU), the GPU-side fixes one after another"}
+          "ladder": "the step alone (a batch held on the GPU), the GPU-side fixes one after another",
+          "sync": "the step alone under bf16, the loss read every step then every 10th",
+          "sync32": "the same at the article's batch of 32",
+          "scaler": "the step alone under fp16 (its GradScaler syncs every step), the loss read every step then every 10th",
+          "copy": "the DataLoader's path, the pinned asynchronous copy last"}
 ENV_KEYS = ["gpu", "driver", "cuda", "torch", "torchvision", "cudnn", "dali", "nsys_version", "ncu_version", "cpu",
             "cpu_count", "python", "git_commit", "host", "gpu_uuid", "dates", "runs", "profilers"]
 
@@ -36,18 +47,36 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
     return table(pd.DataFrame(rows)) if rows else "(no variant ran)\n"
 
 
-def environment(envs: list[dict]) -> str:
-    rows = [{"": k, **{f"run set {i + 1}": e.get(k, "") for i, e in enumerate(envs)}} for k in ENV_KEYS
-            if any(k in e for e in envs)]  # a field older records lack is left out
-    return table(pd.DataFrame(rows))
+def environment(envs: list[dict], differing: bool = False) -> str:
+    """One column per set of runs; with `differing`, the rows where they differ, the rest in a line."""
+    keys = [k for k in ENV_KEYS if any(k in e for e in envs)]  # a field older records lack is left out
+    same = [k for k in keys if len({str(e.get(k, "")) for e in envs}) == 1]
+    shown = [k for k in keys if not (differing and k in same)]
+    rows = [{"": k, **{f"run set {i + 1}": e.get(k, "") for i, e in enumerate(envs)}} for k in shown]
+    common = "; ".join(f"{k} {envs[0].get(k)}" for k in same if envs[0].get(k) not in (None, ""))
+    return (f"Common to every set of runs: {common}.\n\n" if differing and common else "") + table(pd.DataFrame(rows))
 
 
-def claims_section(summary: pd.DataFrame, tables: dict) -> str:
+def interval(v, lo, hi) -> str:
+    """A value with its interval, at as many digits (3 to 5) as it takes to tell the bounds apart."""
+    lo, hi = (v if pd.isna(lo) else lo), (v if pd.isna(hi) else hi)
+    digits = next((d for d in (3, 4, 5) if f"{lo:.{d}g}" != f"{hi:.{d}g}"), None)
+    return num(v) if digits is None or lo == hi else f"{v:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
+
+
+def claims_rows(tables: dict) -> pd.DataFrame:
     c = claims.evaluate(tables["metrics"], tables["cells"])
-    c["measured here (95 % CI, n)"] = ["" if pd.isna(v) else f"{fmt(v, v if pd.isna(lo) else lo, v if pd.isna(hi) else hi)} "
-                                       f"(n={int(n)})" for v, lo, hi, n in zip(c.value, c.lo, c.hi, c.n)]
+    c["measured here (95 % CI, n)"] = ["" if pd.isna(v) else f"{interval(v, lo, hi)} (n={int(n)})"
+                                       for v, lo, hi, n in zip(c.value, c.lo, c.hi, c.n)]
+    c["measured here (95 % CI, n)"] += [f"; {b} {num(x)}" if isinstance(b, str) and not pd.isna(x) else ""
+                                        for b, x in zip(c.beside, c.beside_value)]
     c["verdict"] = [f"{v}: {w}" if isinstance(w, str) and w and "no interval" not in v else v
                     for v, w in zip(c.verdict, c.why)]  # a verdict that says it has no interval says why
+    return c
+
+
+def claims_section(c: pd.DataFrame) -> str:
+    c = c.assign(id=[f'<a id="claim-{i}"></a>{i}' if i != p else i for i, p in zip(c.id, [None, *c.id[:-1]])])
     return claims.RULE + "\n" + table(c[["id", "source", "documented", "pair", "why this pair",
                                             "measured here (95 % CI, n)", "verdict"]])
 
@@ -69,83 +98,131 @@ def by_kind(variants: pd.DataFrame, workload: str, summary: pd.DataFrame) -> dic
     return groups
 
 
-def workload_part(summary, tables: dict, workload: str, out: Path) -> list[str]:
-    """Every section of one workload: variants, ablation, stages, time, kernels, limits."""
-    ok = summary[summary.status == "ok"]
+def anchors(workload: str, path: Path = ANCHORS) -> str:
+    return "; ".join(f"{a['source']}, {a['gpu']}: {a['figure']}" for a in yaml.safe_load(path.read_text())
+                     if a["workload"] == workload)
+
+
+def headline_table(summary, tables) -> str:
+    h = first.headline(summary, tables["ratios"], tables["variants"])
+    if h.empty:
+        return "(no workload trained)\n"
+    rows = [{"workload": r.workload if i == 0 or h.workload.iloc[i - 1] != r.workload else "",
+             "variant": r.variant, "throughput": f"{fmt(r.median, r.lo, r.hi)} {r.unit}" + (" (1 run)" if r.n == 1 else ""),
+             "speedup over the baseline": ratio_text(r.speedup),
+             "published elsewhere": anchors(r.workload) if i == 0 or h.workload.iloc[i - 1] != r.workload else ""}
+            for i, r in enumerate(h.itertuples())]
+    return table(pd.DataFrame(rows))
+
+
+def gains_table(summary, tables) -> str:
+    def said(gains) -> str:
+        return "; ".join(f"{f} {ratio_text(g)}" + (" (step alone)" if g["profiler"] == "step" else "") for f, g in gains)
+    rows = [{"workload": w, "input side": said(first.top_fixes(tables["ratios"], tables["variants"], w, "input")),
+             "step side": said(first.top_fixes(tables["ratios"], tables["variants"], w, "step"))}
+            for w in first.workload_order(summary.workload.unique())]
+    return table(pd.DataFrame(rows))
+
+
+def claims_digest(c: pd.DataFrame) -> str:
+    """One line per claim: its first measured test, and every test's verdict."""
+    rows = []
+    for cid, tests in c.groupby("id", sort=False):
+        shown = tests[tests.value.notna()].head(1)
+        t = shown.iloc[0] if len(shown) else tests.iloc[0]
+        rows.append({"claim": f"[{cid}](#claim-{cid})", "documented": t.documented,
+                     "measured here": t["measured here (95 % CI, n)"] + (f", {t.before} -> {t.after}" if len(shown) and isinstance(t.after, str)
+                                                                         else f", {t.before}" if len(shown) else ""),
+                     "verdict of each test": " / ".join(v.split(":")[0] for v in tests.verdict)})
+    return table(pd.DataFrame(rows))
+
+
+def caveats_text(summary, tables) -> str:
+    c = first.caveats(summary, tables["cells"])
+    lines = [f"- {len(c['failed'])} cell(s) failed in some or all runs and count in no speedup: "
+             + (", ".join(c["failed"]) if c["failed"] else "none"),
+             f"- {len(c['one_run'])} timing cell(s) rest on one run (no interval): " + (", ".join(c["one_run"][:12])
+                                                                                     + (" ..." if len(c["one_run"]) > 12 else "")
+                                                                                     if c["one_run"] else "none"),
+             f"- {c['run_sets']} set(s) of runs (GPU, commit, day); a ratio pairs runs of one set only."]
+    return "\n".join(lines) + "\n"
+
+
+def summary_section(summary, tables, claim_rows) -> list[str]:
+    return ["## Summary\n", "**What each workload trains at** (throughput: median [min, max] over runs; speedup: "
+            "median of ratios paired within one set of runs [95 % bootstrap interval]):\n", headline_table(summary, tables),
+            "**The fixes that gained most**, by side (input: the loader and the copy; step: the GPU's work and the "
+            "host's syncs). A step-side fix is measured at the step alone where the ladder holds it, else with "
+            "the other fixes on (optimized against optimized without it), else alone against the baseline; "
+            "only established gains are listed:\n", gains_table(summary, tables),
+            "**Do the articles' claims hold here?** (details: [Documented claims](#documented-claims)):\n",
+            claims_digest(claim_rows), "**Caveats**:\n", caveats_text(summary, tables)]
+
+
+def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list[str], list[str]]:
+    """One workload's sections of the report, and of the appendix."""
     kinds = by_kind(tables["variants"], workload, summary)
     names = kinds["all"]
-    hidden = {*kinds.get("ablation", []), *kinds.get("stage", []), *kinds.get("ddp", [])}
-    parts = [f"## {workload}\n", "### Every variant against the baseline\n",
-             variants_table(summary, tables["ratios"], workload, [v for v in names if v not in hidden])]
-    ablations = [v for v in names if v == "optimized" or v in kinds.get("ablation", [])]
-    if len(ablations) > 1:
-        parts += ["### Ablation: optimized with one fix left out\n",
-                  sections.tuning_section(summary, tables["ratios"], workload, ablations[1:])]
-    fig = figures.speedups(tables["ratios"], workload, out / "figures" / f"speedup-{workload}.png",
-                           [v for v in names if v not in hidden])
+    main = [v for v in names if v in {"baseline", "optimized", *kinds.get("fix", []), *kinds.get("extra", [])}]
+    parts = [f"## {workload}\n", "### Every fix against the baseline\n",
+             variants_table(summary, tables["ratios"], workload, main)]
+    fig = figures.speedups(tables["ratios"], workload, out / "figures" / f"speedup-{workload}.png", main)
     if fig:
         parts.append(f"![{workload} speedups](figures/{fig.name})\n")
+    ablations = kinds.get("ablation", [])
     v = tables["variants"]
     chain = list(dict.fromkeys(v[(v.chain == "stages")].sort_values("order").about)) if "chain" in v else []
     for title, text in (
+            ("Ablation: optimized with one fix left out", sections.tuning_section(summary, tables["ratios"], workload, ablations)),
             ("Past the articles: levers on top of optimized", sections.tuning_section(summary, tables["ratios"], workload, kinds.get("lever", []))),
             ("Data-parallel scaling", sections.scaling_section(summary, tables["ratios"], workload, kinds.get("ddp", []))),
             ("Stage by stage: one fix after another", sections.stages_section(summary, tables["ratios"], tables["cells"], chain, workload, out)),
             *((f"Chain {c}: {title}", sections.chain_section(summary, tables["ratios"], v, tables["cells"], workload, c))
               for c, title in CHAINS.items()),
+            *((f"Grid {g}: tokens or samples per second at each shape", sections.grid_section(summary, v, workload, g))
+              for g in sorted(set(v[(v.workload == workload) & (v.kind == "grid")].chain))),
             ("Ceilings: the loader alone and the step alone", sections.ceilings_section(summary, workload, names)),
             ("Where the time goes", sections.time_section(summary, workload, out)),
-            ("Host CUDA calls", sections.host_calls_section(tables["api_calls"], workload)),
-            ("Kernels", sections.kernels_section(tables["kernels"], workload)),
-            ("Against the limit", sections.limits_section(summary, tables["variants"], tables["limits"], workload))):
+            ("Kernels", sections.kernels_section(tables["kernels"], workload))):
         if text:
             parts += [f"### {title}\n", text]
-    return parts
+    appendix = [f"## {workload}\n"]
+    for title, text in (("Host CUDA calls", sections.host_calls_section(tables["api_calls"], workload)),
+                        ("Against the limit", sections.limits_section(summary, tables["variants"], tables["limits"], workload))):
+        if text:
+            appendix += [f"### {title}\n", text]
+    return parts, appendix if len(appendix) > 1 else []
 
 
-def render(out_dir: str | Path) -> Path:
-    out = Path(out_dir)
-    (out / "figures").mkdir(exist_ok=True)  # a declared output, even when no figure can be drawn
-    summary = pd.read_csv(out / "summary.csv")
-    machine = out.name
-    limits_path = out / "limits.json"
-    tables = {"cells": read(out, "cells.csv"), "kernels": read(out, "kernels.csv"), "api_calls": read(out, "api_calls.csv"),
-              "variants": read(out, "variants.csv"), "ratios": read(out, "ratios.csv"),
-              "metrics": read(out, "metrics.csv"),
-              "limits": json.loads(limits_path.read_text()) if limits_path.is_file() else {}}
-    parts = [f"# Training performance on `{machine}`\n",
-             "Generated by the pipeline from the tidy tables beside this file. A measured value is a median with "
-             "its [min, max] over repetitions; a ratio is the median of ratios paired within one set of runs with "
-             "its [95 % interval] (ratios.csv).\n"]
+def notes(summary: pd.DataFrame, machine: str) -> list[str]:
+    """The notes a reader needs before the numbers: repetitions, set-aside cells, a CPU run."""
+    parts = []
     ok_rows = summary[(summary.status == "ok") & (summary.metric == "throughput") & (summary.profiler == "timing")]
     if len(ok_rows) and ok_rows.n.max() == 1:
         parts.append("> **One repetition per cell**: the brackets show no spread, so small differences between "
                      "variants are not established here; the pipeline's default is 3 repetitions.\n")
-    elif len(ok_rows) and ok_rows.n.nunique() > 1:
-        reps = ok_rows.groupby("workload").n.agg(lambda n: "-".join(str(int(x)) for x in sorted({n.min(), n.max()})))
-        parts.append("> **Repetitions differ between cells** (timing runs that trained, per workload: "
-                     + ", ".join(f"{w} {r}" for w, r in reps.items()) + "): a figure without brackets comes from "
-                     "one run, and small differences between variants are not established by it.\n")
     aside = summary[summary.status == "set aside"].drop_duplicates(["workload", "variant", "profiler"])
     if len(aside):
         parts.append(f"> **{len(aside)} cell{'s' * (len(aside) > 1)} set aside**: their records exist but no table here uses them "
-                     "(the last section lists them, with why).\n")
+                     f"([appendix]({APPENDIX}) lists them, with why).\n")
     if machine == "cpu":
         parts.append("> **CPU preset**: small sizes on a CPU, to show the pipeline working. These numbers say "
                      "nothing about GPU training and are not comparable with any GPU's.\n")
-    envs = json.loads((out / "env.json").read_text())
-    parts += ["## Environment\n", environment(envs)]
-    diag = diagnosis.diagnose(summary, tables["kernels"], tables["ratios"])
-    parts += ["## Diagnosis: each baseline's bottleneck, the fix it calls for, and what that fix measured\n",
-              diagnosis.RULES, table(diag)]
-    flagged = set(map(tuple, aggregate.loss_flags(summary)[["workload", "variant"]].values))
-    flagged |= set(map(tuple, aggregate.unreliable(summary[summary.profiler == "timing"])[["workload", "variant"]].values))
-    targets = sections.targets_section(summary, {str(e.get("gpu", "")) for e in envs}, flagged)
-    if targets:
-        parts += ["## Against the targets: how far optimized is from the state of the art\n", targets]
-    for workload in sorted(summary.workload.unique()):
-        parts += workload_part(summary, tables, workload, out)
-    parts += ["## Documented claims\n", claims_section(summary, tables)]
+    return parts
+
+
+def load_tables(out: Path) -> dict:
+    limits_path = out / "limits.json"
+    return {"cells": read(out, "cells.csv"), "kernels": read(out, "kernels.csv"), "api_calls": read(out, "api_calls.csv"),
+            "variants": read(out, "variants.csv"), "ratios": read(out, "ratios.csv"), "metrics": read(out, "metrics.csv"),
+            "limits": json.loads(limits_path.read_text()) if limits_path.is_file() else {}}
+
+
+def appendix_parts(summary, tables, envs, workload_appendix: list[str], out: Path) -> list[str]:
+    parts = [f"# Appendix: training performance on `{out.name}`\n",
+             "The detail behind [REPORT.md](REPORT.md): every environment in full, host CUDA calls and MFU per "
+             "workload, what each profiler costs, what the matrix took to run, and the cells that did not run.\n",
+             "## Environment, in full\n", environment(envs), *workload_appendix]
     overhead = sections.overhead_section(summary)
     if overhead:
         parts += ["## What each profiler costs\n", overhead]
@@ -155,7 +232,34 @@ def render(out_dir: str | Path) -> Path:
         parts += ["## What the matrix took to run\n", cost]
     bad = pd.concat([summary[summary.status != "ok"], aggregate.unreliable(summary).assign(status="failed in some runs")])
     bad = bad[["workload", "variant", "profiler", "status", "reason"]].sort_values(["workload", "variant", "profiler"])
-    parts += ["## Failed, skipped and set-aside cells\n", table(bad) if len(bad) else "None.\n"]
+    return parts + ["## Failed, skipped and set-aside cells\n", table(bad) if len(bad) else "None.\n"]
+
+
+def render(out_dir: str | Path) -> Path:
+    out = Path(out_dir)
+    (out / "figures").mkdir(exist_ok=True)  # a declared output, even when no figure can be drawn
+    summary = pd.read_csv(out / "summary.csv")
+    tables = load_tables(out)
+    envs = json.loads((out / "env.json").read_text())
+    claim_rows = claims_rows(tables)
+    parts = [f"# Training performance on `{out.name}`\n", *notes(summary, out.name),
+             *summary_section(summary, tables, claim_rows)]
+    flagged = set(map(tuple, aggregate.loss_flags(summary)[["workload", "variant"]].values))
+    flagged |= set(map(tuple, aggregate.unreliable(summary[summary.profiler == "timing"])[["workload", "variant"]].values))
+    targets = sections.targets_section(summary, {str(e.get("gpu", "")) for e in envs}, flagged)
+    if targets:
+        parts += ["## Against the targets: how far optimized is from the state of the art\n", targets]
+    diag = diagnosis.diagnose(summary, tables["kernels"], tables["ratios"])
+    parts += ["## Diagnosis: each baseline's bottleneck, the fix it calls for, and what that fix measured\n",
+              diagnosis.RULES, table(diag)]
+    extra = []
+    for workload in first.workload_order(summary.workload.unique()):
+        main, more = workload_part(summary, tables, workload, out)
+        parts, extra = parts + main, extra + more
+    parts += ["## Documented claims\n", claims_section(claim_rows),
+              "## Environment\n", environment(envs, differing=True),
+              f"Host CUDA calls, MFU, profiler cost, what the matrix took and the cells that did not run: [{APPENDIX}]({APPENDIX}).\n"]
+    (out / APPENDIX).write_text("\n".join(appendix_parts(summary, tables, envs, extra, out)))
     path = out / "REPORT.md"
     path.write_text("\n".join(parts))
     return path

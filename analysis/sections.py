@@ -24,9 +24,9 @@ def stage_variants(cells: pd.DataFrame, chain: list[str], workload: str) -> list
 
 
 def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, workload: str, chain: str) -> str:
-    """A chain's stages (variants.csv), each with its throughput (a stage the matrix measured as
-    another variant shows that one's), its paired gain over the stage before it and over the
-    baseline (the profiler its chain runs under)."""
+    """A chain's stages that were measured (variants.csv), each with its throughput (a stage the
+    matrix measured as another variant shows that one's), its paired gain over the stage shown
+    before it and over the baseline (the profiler its chain runs under)."""
     same = aggregate.aliases(cells)
     if "chain" not in variants:
         return ""
@@ -38,6 +38,8 @@ def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, 
     rows, before = [], "baseline"
     for v, step in zip(stages.variant, stages.about):
         t = metric(summary, workload, same.get((workload, v), v), "throughput", profiler)
+        if t is None:
+            continue  # a stage this run did not measure
         rows.append({"stage": f"+ {step}", "variant": same.get((workload, v), v), f"throughput ({profiler})": spread(t),
                      "over the stage before (paired)": "" if before == "baseline" else
                      ratio_text(ratio_row(ratios, workload, before, v, profiler)),
@@ -144,17 +146,18 @@ def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5) -> str:
 
 def over_optimized(summary, ratios, workload: str, names: list[str], extra) -> list[dict]:
     """Rows for variants measured against `optimized`: throughput, the paired ratio to optimized's
-    with its 95 % interval (ratios.csv), and what `extra(variant, row, ref)` adds."""
+    with its 95 % interval (ratios.csv), and what `extra(variant, row, ref)` adds (ref: optimized's
+    row, None where optimized did not train: its ratios then say failed)."""
     ref = metric(summary, workload, "optimized", "throughput")
     rows = []
     for v in ["optimized", *names]:
         r = metric(summary, workload, v, "throughput")
-        if r is None or ref is None:
+        if r is None:
             continue
         rows.append({"variant": v, f"throughput ({r['unit']})": spread(r),
                      "vs optimized (paired, 95 % CI)": "" if v == "optimized" else
                      ratio_text(ratio_row(ratios, workload, "optimized", v)), **extra(v, r, ref)})
-    return rows if len(rows) > 1 else []
+    return rows if len(rows) > (ref is not None) else []
 
 
 def loss_notes(summary, workload: str):
@@ -240,7 +243,7 @@ def scaling_section(summary, ratios, workload: str, names: list[str]) -> str:
         n = int(v[3:]) if v.startswith("ddp") else 1
         ar = metric(summary, workload, v, "allreduce_time", "nsys")
         share = metric(summary, workload, v, "allreduce_share", "nsys")
-        return {"GPUs": n, "scaling efficiency (%)": f"{100 * r['median'] / (n * ref['median']):.0f}",
+        return {"GPUs": n, "scaling efficiency (%)": "" if ref is None else f"{100 * r['median'] / (n * ref['median']):.0f}",
                 "all-reduce (ms/step, nsys)": num(ar["median"]) if ar is not None else "",
                 "all-reduce (% of kernel time)": num(share["median"]) if share is not None else ""}
     rows = over_optimized(summary, ratios, workload, names, scale)
@@ -378,3 +381,37 @@ def compile_floor(ran: pd.DataFrame) -> str:
             f"A fresh machine compiles each set once, before any cell with it measures a step: "
             f"{num(per_set.median())} s [{num(per_set.min())}, {num(per_set.max())}] per set here, "
             f"{num(per_set.sum())} s for the {len(per_set)}.\n")
+
+
+def grid_values(summary, variants: pd.DataFrame, workload: str, grid: str, metric_name: str,
+                profiler: str = "timing") -> pd.DataFrame:
+    """A two-knob grid's metric (median over runs) as a table: the first knob down, the second across."""
+    g = variants[(variants.workload == workload) & (variants.kind == "grid") & (variants.chain == grid)]
+    cells = []
+    for v, about in zip(g.variant, g.about):
+        point = dict(kv.split("=") for kv in about.split())
+        r = metric(summary, workload, v, metric_name, profiler)
+        cells.append({**point, "value": None if r is None else r["median"]})
+    df = pd.DataFrame(cells)
+    if df.empty or df.value.isna().all() or len(df.columns) != 3:
+        return pd.DataFrame()
+    down, across = df.columns[:2]
+    key = lambda s: s.astype(float)  # noqa: E731 - sort the sizes as numbers
+    return df.pivot(index=down, columns=across, values="value").sort_index(key=key).sort_index(axis=1, key=key)
+
+
+def grid_section(summary, variants: pd.DataFrame, workload: str, grid: str) -> str:
+    """The grid's throughput at each point; ncu's SM throughput and achieved occupancy where it ran."""
+    tokens = metric(summary, workload, "optimized", "token_throughput") is not None
+    parts = []
+    for name, profiler, label in (("token_throughput" if tokens else "throughput", "timing", "tokens/s" if tokens else "samples/s"),
+                                  ("sm_throughput", "ncu", "ncu: SM throughput (% of peak)"),
+                                  ("achieved_occupancy", "ncu", "ncu: achieved occupancy (%)")):
+        df = grid_values(summary, variants, workload, grid, name, profiler)
+        if df.empty:
+            continue
+        down, across = df.index.name, df.columns.name
+        shown = df.reset_index().rename(columns={down: f"{down} \\ {across}"})
+        shown.columns = [str(c) for c in shown.columns]
+        parts.append(f"{label}:\n\n" + table(shown))
+    return "\n".join(parts)

@@ -55,5 +55,6 @@ def ratio_text(r) -> str:
     value = f"{r['median']:.3g}x"
     if r["status"] == "too few pairs":
         return f"{value} (n={int(r['n'])}, no interval)"
-    shown = f"{value} [{r['lo']:.3g}, {r['hi']:.3g}]"
+    digits = next((d for d in (3, 4, 5) if f"{r['lo']:.{d}g}" != f"{r['hi']:.{d}g}"), 5)
+    shown = f"{r['median']:.{digits}g}x [{r['lo']:.{digits}g}, {r['hi']:.{digits}g}]"
     return shown if r["status"] in ("gain", "loss") else f"{shown} not established"

@@ -27,6 +27,11 @@ def tables(paths, skipped, out):
     return aggregate.main(paths, skipped, out, catalog=catalog())
 
 
+def rendered(out) -> str:
+    """The report and its appendix, as one text."""
+    return report.render(out).read_text() + (Path(out) / report.APPENDIX).read_text()
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("results") / "h200"
@@ -35,17 +40,21 @@ def results(tmp_path_factory):
 
 
 def test_report_is_deterministic_and_complete(results):
-    first = report.render(results).read_text()
-    assert report.render(results).read_text() == first
-    for section in ("## Environment", "## resnet50", "### Ablation", "## Documented claims", "## What the matrix took",
-                    "## Failed, skipped and set-aside"):
-        assert section in first
+    first = rendered(results)
+    assert rendered(results) == first
+    main = (results / "REPORT.md").read_text()
+    for section in ("## Summary", "## Environment", "## resnet50", "### Ablation", "## Documented claims"):
+        assert section in main
+    assert main.index("## Summary") < main.index("## resnet50") < main.index("## Documented claims")
+    appendix = (results / report.APPENDIX).read_text()
+    for section in ("## What the matrix took", "## Failed, skipped and set-aside", "## Environment, in full"):
+        assert section in appendix and section not in main
     assert "NVIDIA H200" in first and "CPU preset" not in first
     assert (results / "figures" / "speedup-resnet50.png").stat().st_size > 5000
 
 
 def test_report_numbers_come_from_the_summary(results):
-    text = report.render(results).read_text()
+    text = rendered(results)
     row = next(line for line in text.splitlines() if line.startswith("| optimized |"))
     summary = aggregate.summarize(*aggregate.tidy(aggregate.load_records(H200)))
     tput = summary[(summary.workload == "resnet50") & (summary.variant == "optimized") & (summary.metric == "throughput")]
@@ -69,7 +78,7 @@ def test_cells_set_aside_are_announced_and_listed_with_why(tmp_path):
     aside = {"keys": {"workload": "vit_b_16", "variant": "optimized+fused-sgd", "profiler": "timing", "rep": 0},
              "status": "set aside", "reason": "to rerun: ran with a stale cache"}
     tables(H200, [aside], tmp_path / "h200")
-    text = report.render(tmp_path / "h200").read_text()
+    text = rendered(tmp_path / "h200")
     assert "> **1 cell set aside**" in text
     assert "| vit_b_16 | optimized+fused-sgd | timing | set aside | to rerun: ran with a stale cache |" in text
 
@@ -77,7 +86,7 @@ def test_cells_set_aside_are_announced_and_listed_with_why(tmp_path):
 def test_cpu_results_say_they_are_not_comparable(results, tmp_path):
     cpu = tmp_path / "cpu"
     shutil.copytree(results, cpu)
-    assert "not comparable" in report.render(cpu).read_text()
+    assert "not comparable" in rendered(cpu)
 
 
 @pytest.mark.parametrize("x,text", [(5543.1, "5,543"), (32.88, "32.9"), (0.0412, "0.0412")])
@@ -103,8 +112,10 @@ def test_profiled_sections_come_from_real_nsys_and_ncu_records(tmp_path):
     shutil.copy(CAPTURES / "limits.json", out / "limits.json")
     text = report.render(out).read_text()
     part = text[text.index("## resnet50"):text.index("## transformer_lm")]
-    for section in ("### Where the time goes", "### Kernels", "Nsight Compute on the top kernels", "### Against the limit"):
+    for section in ("### Where the time goes", "### Kernels", "Nsight Compute on the top kernels"):
         assert section in part
+    appendix = (out / report.APPENDIX).read_text()
+    assert "### Against the limit" in appendix[appendix.index("## resnet50"):]
     nsys = {m["metric"]: m["value"] for m in json.loads(
         (CAPTURES / "resnet50-baseline-nsys/metrics.json").read_text())["metrics"]}
     row = next(line for line in part.splitlines() if line.startswith("| baseline | nsys |"))
@@ -139,7 +150,7 @@ def test_stage_by_stage_takes_a_skipped_stage_from_the_variant_with_its_knobs(tm
 
 
 def test_targets_name_the_fastest_variant_that_trains(results):
-    text = report.render(results).read_text()
+    text = rendered(results)
     row = next(line for line in text.splitlines() if line.startswith("| resnet50 | 8,000"))
     summary = pd.read_csv(results / "summary.csv")
     tput = summary[(summary.workload == "resnet50") & (summary.metric == "throughput") & (summary.status == "ok")]
@@ -151,7 +162,7 @@ def test_targets_name_the_fastest_variant_that_trains(results):
 def test_targets_say_what_holds_the_fastest_from_its_own_measurements(results, workload, target):
     from analysis.diagnosis import IDLE_SHARE, INPUT_SHARE
     from analysis.tables import row
-    line = next(x for x in report.render(results).read_text().splitlines() if x.startswith(f"| {workload} | {target}"))
+    line = next(x for x in rendered(results).splitlines() if x.startswith(f"| {workload} | {target}"))
     summary = pd.read_csv(results / "summary.csv")
     fastest = re.search(r"\| ([\w+-]+): [\d,]+", line).group(1)
     wait, busy = (row(summary, workload, fastest, m)["median"] for m in ("input_wait_share", "gpu_util"))
@@ -186,7 +197,7 @@ def test_a_cell_that_failed_in_some_runs_is_marked_and_never_the_fastest_that_tr
                                   "reason": "non-finite loss: loss is nan at step 3", "metrics": []}))
     out = tmp_path / "h200"
     tables(H200 + repeats + [failed], [], out)
-    text = report.render(out).read_text()
+    text = rendered(out)
     row = next(line for line in text.splitlines() if line.startswith("| optimized+bf16 |"))
     assert row.endswith("**failed in 1 of 2 runs** |")
     assert "| transformer_lm | optimized+bf16 | timing | failed in some runs | failed in 1 of 2 runs: non-finite" in text
@@ -202,11 +213,11 @@ def test_a_lever_that_failed_in_some_runs_is_marked_against_optimized_too(tmp_pa
     failed.write_text(json.dumps({**lever, "keys": {**lever["keys"], "rep": 2}, "status": "failed",
                                   "reason": "non-finite loss: loss is nan at step 3", "metrics": []}))
     tables(pairs + [failed], [], tmp_path / "h200")
-    text = report.render(tmp_path / "h200").read_text()
+    text = rendered(tmp_path / "h200")
     rows = [line for line in text.splitlines() if line.startswith("| optimized+bf16-fused-sgd |")]
-    assert len(rows) == 2  # every variant against the baseline, and the levers against optimized
+    assert len(rows) == 1  # each lever once: in the levers' table, against optimized
     assert all(row.endswith("**failed in 1 of 3 runs** |") for row in rows)
-    assert [row.split(" | ")[2] for row in rows] == ["failed", "failed"]  # no ratio from a cell that failed in its set
+    assert [row.split(" | ")[2] for row in rows] == ["failed"]  # no ratio from a cell that failed in its set
     r = ratio_row(pd.read_csv(tmp_path / "h200" / "ratios.csv"), "vit_b_16", "optimized", "optimized+bf16-fused-sgd")
     assert (r.status, r.why) == ("failed", "optimized+bf16-fused-sgd failed in 1 of 3 runs")
     assert not re.search(r"\d\.\d{6,}", text)  # every number in the report is formatted
@@ -239,7 +250,7 @@ def test_speedups_are_paired_ratios_with_their_interval(tmp_path):
     paths = [repeat(DATA / f"resnet50--{v}.json", tmp_path, rep, f) for v, fs in scale.items() for rep, f in enumerate(fs)]
     out = tmp_path / "h200"
     tables(paths, [], out)
-    text = report.render(out).read_text()
+    text = rendered(out)
 
     def shown(before, after):
         ratios = [tput(DATA / f"resnet50--{after}.json") * a / (tput(DATA / f"resnet50--{before}.json") * b)
@@ -273,7 +284,7 @@ def test_the_host_cuda_calls_of_an_nsys_run_are_tabled_by_thread(tmp_path):
     calls = pd.read_csv(tmp_path / "h200" / "api_calls.csv")
     recorded = json.loads(record.read_text())["nsys"]["api_calls"]
     assert len(calls) == len(recorded) and {"training", "other"} == set(calls.thread)  # recorded before thread names
-    text = report.render(tmp_path / "h200").read_text()
+    text = rendered(tmp_path / "h200")
     section = text.split("### Host CUDA calls")[1].split("###")[0]
     rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| optimized+bf16-graphs |")]
     top = sorted(recorded, key=lambda c: -c["ms_per_step"])[:5]
@@ -324,7 +335,7 @@ def test_the_loss_check_comes_from_the_timing_runs_the_table_shows(tmp_path):
             for v, p in (("optimized", "timing"), ("optimized", "nsys"), ("workers", "timing"))}
     assert loss["optimized", "nsys"] > aggregate.LOSS_TOLERANCE >= loss["optimized", "timing"]
     assert loss["workers", "timing"] > aggregate.LOSS_TOLERANCE
-    lines = report.render(tmp_path / "h200").read_text().splitlines()
+    lines = rendered(tmp_path / "h200").splitlines()
     table = {v: next(line for line in lines if line.startswith(f"| {v} |")) for v in ("optimized", "workers")}
     assert table["optimized"].endswith(f"| {num(loss['optimized', 'timing'])} |")
     assert table["workers"].endswith(f"| {num(loss['workers', 'timing'])} **check** |")
@@ -346,11 +357,44 @@ def test_mfu_is_never_above_100_percent_a_peak_measured_low_is_said_inconsistent
     limits["peak_tflops"]["fp32"] = 0.9 * achieved
     limits["peak"] = {"measured": "2026-12-02T10:00:00+0000", "reused": True, "repeats": {"fp32": [0.9 * achieved] * 7}}
     (out / "limits.json").write_text(json.dumps(limits))
-    text = report.render(out).read_text()
-    part = text[text.index("## lstm"):text.index("## resnet50")].split("### Against the limit")[1]
+    text = rendered(out)
+    appendix = text[text.index("# Appendix"):]
+    part = appendix[appendix.index("## lstm"):].split("### Against the limit")[1].split("\n## ")[0]
     rows = {line.split(" | ")[0][2:]: line.split(" | ")[-1] for line in part.splitlines() if line.startswith("| ")}
     mfu = [float(x.replace(",", "")) for v, cell in rows.items() if v not in ("variant", "---")
            for x in re.findall(r"[\d,.]+", cell)]
     assert mfu and max(mfu) <= 100
     assert rows["baseline"] == "**peak inconsistent** |" and "**Peak inconsistent** (fp32): baseline" in part
     assert "the best of 7 repeats" in part
+
+
+def test_the_summary_comes_first_and_its_speedups_are_the_paired_ratios(results):
+    text = report.render(results).read_text()
+    assert text.index("## Summary") < text.index("## Diagnosis") < text.index("## resnet50")
+    ratios = pd.read_csv(results / "ratios.csv")
+    summary_part = text[text.index("## Summary"):text.index("## Diagnosis")]
+    row = next(line for line in summary_part.splitlines() if line.startswith("|  | optimized |")
+               or line.startswith("| resnet50 | optimized |"))
+    assert ratio_text(ratio_row(ratios, "resnet50", "baseline", "optimized")) in row
+    assert "[resnet50-e2e](#claim-resnet50-e2e)" in summary_part and '<a id="claim-resnet50-e2e"></a>' in text
+
+
+def test_a_fix_gain_reads_the_ablation_the_right_way_round_and_prefers_the_step_alone():
+    from analysis import summary as first
+    variants = pd.DataFrame([
+        {"workload": "w", "variant": "amp", "kind": "fix", "about": "amp", "chain": "", "order": 1, "side": "step"},
+        {"workload": "w", "variant": "dali", "kind": "fix", "about": "dali", "chain": "", "order": 2, "side": "input"},
+        {"workload": "w", "variant": "ladder-upto-tf32", "kind": "stage", "about": "tf32", "chain": "ladder", "order": 3, "side": "step"},
+        {"workload": "w", "variant": "ladder-upto-amp", "kind": "stage", "about": "amp", "chain": "ladder", "order": 4, "side": "step"}])
+    def r(before, after, profiler, m, lo, hi, status):
+        return {"workload": "w", "before": before, "after": after, "profiler": profiler, "metric": "throughput",
+                "median": m, "lo": lo, "hi": hi, "n": 3, "status": status}
+    ratios = pd.DataFrame([r("optimized", "optimized-no-dali", "timing", 0.5, 0.4, 0.8, "loss"),
+                           r("ladder-upto-tf32", "ladder-upto-amp", "step", 1.5, 1.4, 1.6, "gain"),
+                           r("optimized", "optimized-no-amp", "timing", 0.9, 0.85, 0.95, "loss")])
+    dali = first.fix_gain(ratios, variants, "w", "dali", "input")
+    assert (dali["before"], dali["after"], dali["median"], dali["lo"], dali["hi"], dali["status"]) == \
+        ("optimized-no-dali", "optimized", 2.0, 1.25, 2.5, "gain")
+    amp = first.fix_gain(ratios, variants, "w", "amp", "step")
+    assert (amp["profiler"], amp["median"]) == ("step", 1.5)  # the step alone, not the ablation
+    assert [f for f, _ in first.top_fixes(ratios, variants, "w", "input")] == ["dali"]

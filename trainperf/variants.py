@@ -186,5 +186,13 @@ def catalog(config: dict) -> list[dict]:
     kinds |= {v: ("grid", " ".join(f"{k}={x}" for k, x in point.items())) for v, (_, point) in grid_points(config).items()}
     kinds |= {f"ddp{n}": ("ddp", str(n)) for n in config.get("scaling", {}).get("processes", [])}
     chain = {v: c for v, (c, _) in stages(config).items()} | {v: g for v, (g, _) in grid_points(config).items()}
-    return [{"variant": v, "kind": kinds[v][0], "about": kinds[v][1], "chain": chain.get(v, ""), "order": i}
+    knobs = {**steps(config), **{v: p for v, (_, p) in grid_points(config).items()}}
+    return [{"variant": v, "kind": kinds[v][0], "about": kinds[v][1], "chain": chain.get(v, ""), "order": i,
+             "side": side(knobs.get(v if kinds[v][0] == "grid" else kinds[v][1], {}))}
             for i, v in enumerate(names(config))]
+
+
+def side(knobs: dict) -> str:
+    """What a set of knobs speeds up (the knob table's `side`): input, step, both, or '' for none."""
+    sides = {KNOBS[k].side for k in knobs}
+    return "both" if len(sides) > 1 else next(iter(sides), "")

@@ -23,6 +23,7 @@ class Knob:
     traced: bool = True           # can change the graph torch.compile traces: part of the compile-cache key
     needs: str = ""               # what a workload must have for the knob to act: a key of NEEDS
     acts: Callable[[dict, bool], bool] = _always  # can it act, given a variant's knobs and CUDA or not
+    side: str = "step"            # what it speeds up: "input" (the loader and the copy) or "step" (the GPU's work)
 
     def needs_cuda(self, value) -> bool:
         return self.cuda is True or value in self.cuda
@@ -59,19 +60,19 @@ KNOBS: dict[str, Knob] = {
     "channels_last": Knob(False, BOOL, "NHWC memory format for model and input",
                           needs="cnn"),
     "loader": Knob("torch", {"enum": ["torch", "dali"]}, "torch (DataLoader) | dali (GPU JPEG decode)",
-                   traced=False, needs="images"),
+                   traced=False, needs="images", side="input"),
     "num_workers": Knob(0, {"type": "integer", "minimum": 0},
                         "DataLoader worker processes (DALI: its CPU threads, at least 1)",
-                        traced=False),
+                        traced=False, side="input"),
     "pin_memory": Knob(False, BOOL, "page-locked host batches",
-                       cuda={True}, traced=False, acts=_host_batches),
+                       cuda={True}, traced=False, acts=_host_batches, side="input"),
     "prefetch_factor": Knob(2, {"type": "integer", "minimum": 1}, "batches each worker loads ahead",
-                            traced=False, acts=_torch_workers),
+                            traced=False, acts=_torch_workers, side="input"),
     "persistent_workers": Knob(False, BOOL, "keep workers alive across epochs",
-                               traced=False, acts=_torch_workers),
+                               traced=False, acts=_torch_workers, side="input"),
     "copy": Knob("blocking", {"enum": ["blocking", "async"]},
                  "blocking | async: non_blocking copy on a side stream, one batch ahead",
-                 cuda={"async"}, traced=False, acts=_host_batches),
+                 cuda={"async"}, traced=False, acts=_host_batches, side="input"),
     "compile": Knob(False, {"oneOf": [{"const": False}, {"enum": ["default", "reduce-overhead", "max-autotune",
                                                                   "max-autotune-no-cudagraphs"]}]},
                     "false | a torch.compile mode",
@@ -86,9 +87,9 @@ KNOBS: dict[str, Knob] = {
                           needs="max_pooling", acts=lambda knobs, cuda: bool(knobs["compile"])),
     "dali_hw_decoder_load": Knob(0.65, {"type": "number", "minimum": 0, "maximum": 1},
                                  "share of the JPEGs DALI's GPU decoder gives the hardware JPEG engines (0.65: DALI's)",
-                                 cuda=True, traced=False, needs="images", acts=_dali_gpu),
+                                 cuda=True, traced=False, needs="images", acts=_dali_gpu, side="input"),
     "dali_jpeg_buffers": Knob(False, BOOL, "DALI's nvJPEG buffers sized once, for any full-size ImageNet JPEG",
-                              cuda=True, traced=False, needs="images", acts=_dali_gpu),
+                              cuda=True, traced=False, needs="images", acts=_dali_gpu, side="input"),
     "ddp": Knob(0, {"type": "integer", "minimum": 0, "not": {"const": 1}},
                 "0: one process; N (2 or more): N processes, one per GPU, with DistributedDataParallel"),
     "sdpa_backend": Knob("auto", {"enum": ["auto", "flash", "efficient", "cudnn", "math"]},

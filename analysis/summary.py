@@ -1,0 +1,94 @@
+"""The report's first screen, computed from the tidy tables: what each workload trains at (baseline,
+the article's chain, optimized), which fixes gained most on each side, and the caveats. Numbers only
+here; analysis/report.py writes them."""
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.aggregate import unreliable
+from analysis.tables import ratio_row, row
+
+# The articles' case first, then the other reference workloads; any other workload after them.
+FIRST = ("resnet50", "vit_b_16", "lstm", "transformer_lm")
+ARTICLE_CHAINS = ("a002", "a000")  # a chain that repeats an article's own scenario
+
+
+def workload_order(workloads) -> list[str]:
+    present = set(workloads)
+    return [w for w in FIRST if w in present] + sorted(present - set(FIRST))
+
+
+def throughput_metric(summary: pd.DataFrame, workload: str) -> str:
+    """token_throughput for a sequence workload (tokens/s), else throughput."""
+    has = summary[(summary.workload == workload) & (summary.metric == "token_throughput")]
+    return "token_throughput" if len(has) else "throughput"
+
+
+def chain_end(variants: pd.DataFrame, summary: pd.DataFrame, workload: str) -> str | None:
+    """The last stage that ran of the workload's article chain, if it has one."""
+    v = variants[(variants.workload == workload) & variants.chain.isin(ARTICLE_CHAINS) & (variants.kind == "stage")]
+    ran = set(summary[(summary.workload == workload) & (summary.status == "ok") & (summary.profiler == "timing")].variant)
+    return next((n for n in v.sort_values("order", ascending=False).variant if n in ran), None)
+
+
+def headline(summary: pd.DataFrame, ratios: pd.DataFrame, variants: pd.DataFrame) -> pd.DataFrame:
+    """Per workload: baseline, the article's chain and optimized, each with its throughput (median,
+    min, max over runs) and its paired speedup over the baseline (a ratios.csv row)."""
+    rows = []
+    for w in workload_order(summary.workload.unique()):
+        m = throughput_metric(summary, w)
+        for v in ("baseline", chain_end(variants, summary, w), "optimized"):
+            r = row(summary, w, v, m) if v else None
+            if r is not None:
+                rows.append({"workload": w, "variant": v, "metric": m, "unit": r["unit"], "median": r["median"],
+                             "lo": r["lo"], "hi": r["hi"], "n": r["n"],
+                             "speedup": None if v == "baseline" else ratio_row(ratios, w, "baseline", v)})
+    return pd.DataFrame(rows)
+
+
+def fix_gain(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, fix: str, side: str):
+    """A fix's gain under the summary's rule: a step-side fix at the step alone (its ladder stage
+    against the stage before), else with the other fixes on (optimized against optimized-no-<fix>),
+    else alone (the fix against the baseline); the first of these that was measured, with its pair."""
+    v = variants[variants.workload == workload]
+    ladder = v[(v.kind == "stage") & (v.chain == "ladder")].sort_values("order")
+    candidates = []
+    if side == "step" and fix in set(ladder.about):
+        names = list(ladder.variant)
+        i = list(ladder.about).index(fix)
+        if i:
+            candidates.append((names[i - 1], names[i], "step"))
+    candidates += [("optimized", f"optimized-no-{fix}", "timing"), ("baseline", fix, "timing")]
+    for before, after, profiler in candidates:
+        r = ratio_row(ratios, workload, before, after, profiler)
+        if r is not None and r["status"] not in ("unpaired", "failed"):
+            return inverted(r) if before == "optimized" else r
+    return None
+
+
+def inverted(r: pd.Series) -> pd.Series:
+    """A paired ratio read the other way (after / before -> before / after): its median and interval
+    invert, a gain becomes a loss."""
+    flip = {"gain": "loss", "loss": "gain"}
+    return pd.Series({**r.to_dict(), "before": r["after"], "after": r["before"],
+                                                   "median": 1 / r["median"], "lo": 1 / r["hi"], "hi": 1 / r["lo"],
+                                                   "status": flip.get(r["status"], r["status"])})
+
+
+def top_fixes(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, side: str, top: int = 3) -> list:
+    """The `top` fixes of one side with the largest established gain (fix_gain), largest first."""
+    fixes = variants[(variants.workload == workload) & (variants.kind == "fix") & (variants.side == side)].about
+    gains = [(f, g) for f in fixes if (g := fix_gain(ratios, variants, workload, f, side)) is not None
+             and g["status"] == "gain"]
+    return sorted(gains, key=lambda fg: -fg[1]["median"])[:top]
+
+
+def caveats(summary: pd.DataFrame, cells: pd.DataFrame) -> dict:
+    """What a reader must know before trusting a number: cells that failed (in any run), timing
+    cells resting on one run, and how many sets of runs the tables mix."""
+    timing = summary[(summary.profiler == "timing") & (summary.metric == "throughput")]
+    failed = pd.concat([summary[summary.status.isin(["failed", "set aside"])], unreliable(summary)])
+    sets = cells.run_set.dropna().unique() if "run_set" in cells else []
+    return {"failed": sorted({f"{r.workload}/{r.variant} ({r.profiler})" for r in failed.itertuples()}),
+            "one_run": sorted({f"{r.workload}/{r.variant}" for r in timing[(timing.status == "ok") & (timing.n == 1)].itertuples()}),
+            "run_sets": len(sets)}
