@@ -174,20 +174,21 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
     chain = list(dict.fromkeys(v[(v.chain == "stages")].sort_values("order").about)) if "chain" in v else []
     for title, text in (
             ("Ablation: optimized with one fix left out", sections.tuning_section(summary, tables["ratios"], workload, ablations)),
-            ("Past the articles: levers on top of optimized", sections.tuning_section(summary, tables["ratios"], workload, kinds.get("lever", []))),
             ("Data-parallel scaling", sections.scaling_section(summary, tables["ratios"], workload, kinds.get("ddp", []))),
             ("Stage by stage: one fix after another", sections.stages_section(summary, tables["ratios"], tables["cells"], chain, workload, out)),
             *((f"Chain {c}: {title}", sections.chain_section(summary, tables["ratios"], v, tables["cells"], workload, c))
               for c, title in CHAINS.items()),
             *((f"Grid {g}: tokens or samples per second at each shape", sections.grid_section(summary, v, workload, g))
               for g in sorted(set(v[(v.workload == workload) & (v.kind == "grid")].chain))),
-            ("Ceilings: the loader alone and the step alone", sections.ceilings_section(summary, workload, names)),
             ("Where the time goes", sections.time_section(summary, workload, out)),
-            ("Kernels", sections.kernels_section(tables["kernels"], workload))):
+            ("Kernels of the baseline and optimized", sections.kernels_section(tables["kernels"], workload, 3, ["baseline", "optimized"]))):
         if text:
             parts += [f"### {title}\n", text]
     appendix = [f"## {workload}\n"]
-    for title, text in (("Host CUDA calls", sections.host_calls_section(tables["api_calls"], workload)),
+    for title, text in (("Past the articles: levers on top of optimized", sections.tuning_section(summary, tables["ratios"], workload, kinds.get("lever", []))),
+                        ("Ceilings: the loader alone and the step alone", sections.ceilings_section(summary, workload, names)),
+                        ("Kernels of every profiled variant", sections.kernels_section(tables["kernels"], workload)),
+                        ("Host CUDA calls", sections.host_calls_section(tables["api_calls"], workload)),
                         ("Against the limit", sections.limits_section(summary, tables["variants"], tables["limits"], workload))):
         if text:
             appendix += [f"### {title}\n", text]
@@ -220,8 +221,9 @@ def load_tables(out: Path) -> dict:
 
 def appendix_parts(summary, tables, envs, workload_appendix: list[str], out: Path) -> list[str]:
     parts = [f"# Appendix: training performance on `{out.name}`\n",
-             "The detail behind [REPORT.md](REPORT.md): every environment in full, host CUDA calls and MFU per "
-             "workload, what each profiler costs, what the matrix took to run, and the cells that did not run.\n",
+             "The detail behind [REPORT.md](REPORT.md): every environment in full; per workload the levers past "
+             "the articles, the ceilings, "
+             "every profiled variant's kernels, host CUDA calls and MFU; what each profiler costs, what the matrix took to run, and the cells that did not run.\n",
              "## Environment, in full\n", environment(envs), *workload_appendix]
     overhead = sections.overhead_section(summary)
     if overhead:
@@ -258,7 +260,8 @@ def render(out_dir: str | Path) -> Path:
         parts, extra = parts + main, extra + more
     parts += ["## Documented claims\n", claims_section(claim_rows),
               "## Environment\n", environment(envs, differing=True),
-              f"Host CUDA calls, MFU, profiler cost, what the matrix took and the cells that did not run: [{APPENDIX}]({APPENDIX}).\n"]
+              f"Levers past the articles, ceilings, every profiled kernel, host CUDA calls, MFU, profiler cost, what the matrix took and the cells "
+              f"that did not run: [{APPENDIX}]({APPENDIX}).\n"]
     (out / APPENDIX).write_text("\n".join(appendix_parts(summary, tables, envs, extra, out)))
     path = out / "REPORT.md"
     path.write_text("\n".join(parts))

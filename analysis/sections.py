@@ -123,8 +123,10 @@ def host_calls_section(calls: pd.DataFrame, workload: str, top: int = 5) -> str:
             "device-to-host copy; calls on different threads overlap):\n\n" + table(shown))
 
 
-def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5) -> str:
-    k = kernels[kernels.workload == workload]
+def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5, variants=None) -> str:
+    """The top kernels per profiled variant (nsys, else torch.profiler) and ncu's measurements of
+    them; `variants`: only these (None: every profiled variant)."""
+    k = kernels[(kernels.workload == workload) & (kernels.variant.isin(variants) if variants else True)]
     parts = []
     for prof in ("nsys", "torch"):
         sub = k[(k.profiler == prof) & (k["rank"] <= top)]
