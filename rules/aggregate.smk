@@ -47,6 +47,7 @@ rule report:
         f"results/{MACHINE}/limits.json",
     output:
         md=report(f"results/{MACHINE}/REPORT.md", caption="../report/report_md.rst", category="Report"),
+        appendix=f"results/{MACHINE}/APPENDIX.md",
         figures=report(directory(f"results/{MACHINE}/figures"), patterns=["{name}.png"], caption="../report/figures.rst",
                category="Figures"),
     log:
