@@ -48,6 +48,7 @@ rule report:
     output:
         md=report(f"results/{MACHINE}/REPORT.md", caption="../report/report_md.rst", category="Report"),
         appendix=f"results/{MACHINE}/APPENDIX.md",
+        html=f"results/{MACHINE}/report.html",
         figures=report(directory(f"results/{MACHINE}/figures"), patterns=["{name}.png"], caption="../report/figures.rst",
                category="Figures"),
     log:

@@ -174,8 +174,9 @@ def cmd_new(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from analysis import report
+    from analysis import html, report
     print(report.render(args.results))
+    print(html.render(args.results))
     return 0
 
 
@@ -262,7 +263,7 @@ def parser() -> argparse.ArgumentParser:
     n.add_argument("--kind", choices=["vision", "sequence"], required=True)
     n.add_argument("--root", default=".", help="the project's root (default: here)")
     n.set_defaults(func=cmd_new)
-    rp = sub.add_parser("report", help="results/<machine>/ tables -> REPORT.md with figures")
+    rp = sub.add_parser("report", help="results/<machine>/ tables -> REPORT.md, APPENDIX.md, figures and report.html")
     rp.add_argument("results", help="the results folder, e.g. results/h200")
     rp.set_defaults(func=cmd_report)
     e = sub.add_parser("env", help="print this machine's environment fingerprint")
