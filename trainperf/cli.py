@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -173,6 +174,24 @@ def cmd_new(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from analysis import compare
+    from analysis.tables import num, table
+    df = compare.compare(args.a, args.b, args.threshold)
+    if args.out:
+        df.to_csv(args.out, index=False)
+    shown = df.assign(a=df.a.map(num), b=df.b.map(num), **{"B / A": [
+        f"{r:.3g}x" + ("" if math.isnan(lo) else f" [{lo:.3g}, {hi:.3g}]") + ("" if p else " not paired")
+        for r, lo, hi, p in zip(df.ratio, df.lo, df.hi, df.paired)]})
+    print(f"B = {args.b} against A = {args.a} (throughput; threshold {args.threshold:.0%}):\n")
+    print(table(shown[["workload", "variant", "profiler", "a", "b", "B / A", "n", "verdict"]]))
+    worse = df[df.verdict == "regression"]
+    for r in worse.itertuples():
+        print(f"trainperf: regression: {r.workload}/{r.variant} ({r.profiler}) {r.ratio:.3g}x [{r.lo:.3g}, {r.hi:.3g}]",
+              file=sys.stderr)
+    return 1 if len(worse) else 0
+
+
 def cmd_report(args) -> int:
     from analysis import html, report
     print(report.render(args.results))
@@ -263,6 +282,14 @@ def parser() -> argparse.ArgumentParser:
     n.add_argument("--kind", choices=["vision", "sequence"], required=True)
     n.add_argument("--root", default=".", help="the project's root (default: here)")
     n.set_defaults(func=cmd_new)
+    cp = sub.add_parser("compare", help="two results folders: per cell B / A with its interval; exit 1 on a "
+                        "regression beyond the threshold")
+    cp.add_argument("a", help="the reference results folder, e.g. results/h200")
+    cp.add_argument("b", help="the results folder compared with it, e.g. results/h100")
+    cp.add_argument("--threshold", type=float, default=0.05,
+                    help="a regression: B / A's whole interval below 1 - threshold (default 0.05)")
+    cp.add_argument("--out", help="write the comparison as CSV too")
+    cp.set_defaults(func=cmd_compare)
     rp = sub.add_parser("report", help="results/<machine>/ tables -> REPORT.md, APPENDIX.md, figures and report.html")
     rp.add_argument("results", help="the results folder, e.g. results/h200")
     rp.set_defaults(func=cmd_report)

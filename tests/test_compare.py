@@ -1,0 +1,66 @@
+"""trainperf compare: two results folders made from real records of two sets of runs on one H100
+model (two commits, two physical GPUs): B / A per cell with its interval, paired only where both
+hold runs of one GPU on one day, and an exit status that gates on a regression."""
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from analysis import aggregate, compare
+from trainperf import cli
+
+DATA = Path(__file__).parent / "data" / "h100-two-sets"
+SETS = ("704eaf57df30", "8c7094d8507c")
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    from trainperf import config, variants
+    out = {}
+    for commit in SETS:
+        out[commit] = tmp_path_factory.mktemp(commit) / "h100"
+        aggregate.main(sorted(DATA.glob(f"*--{commit}.json")), [], out[commit], catalog=variants.catalog(config.load()))
+    return out
+
+
+def test_two_sets_are_compared_unpaired_with_an_interval_and_a_verdict_that_follows_it(folders):
+    df = compare.compare(folders[SETS[0]], folders[SETS[1]])
+    assert set(df.variant) == {"baseline", "workers", "optimized"} and not df.paired.any() and (df.n == 3).all()
+    for r in df.itertuples():
+        assert r.lo <= r.ratio <= r.hi and math.isclose(r.ratio, r.b / r.a)
+        assert r.verdict == ("regression" if r.hi < 0.95 else "gain" if r.lo > 1.05 else
+                             "within noise" if r.lo <= 1 <= r.hi else "changed")
+    back = compare.compare(folders[SETS[1]], folders[SETS[0]]).set_index("variant")
+    for r in df.itertuples():  # the other way round: the inverse ratio
+        assert math.isclose(back.loc[r.variant, "ratio"], 1 / r.ratio)
+
+
+def test_runs_of_one_gpu_on_one_day_are_paired_by_repetition(folders):
+    same = compare.compare(folders[SETS[1]], folders[SETS[1]])
+    assert same.paired.all() and (same.ratio == 1).all() and (same.verdict == "within noise").all()
+
+
+def slower(commit: str, factor: float, out: Path) -> Path:
+    """The set's records as a later commit would make them on a machine `factor` times as fast."""
+    from trainperf import config, variants
+    records = []
+    for path in sorted(DATA.glob(f"*--{commit}.json")):
+        r = json.loads(path.read_text())
+        r["env"] = {**r["env"], "git_commit": "0123456789ab"}
+        r["metrics"] = [{**m, "value": m["value"] * factor} if m["metric"] == "throughput" else m for m in r["metrics"]]
+        (out / path.name).write_text(json.dumps(r))
+        records.append(out / path.name)
+    aggregate.main(records, [], out / "h100", catalog=variants.catalog(config.load()))
+    return out / "h100"
+
+
+def test_the_exit_status_gates_on_a_regression_beyond_the_threshold(folders, tmp_path, capsys):
+    a, b = (str(folders[c]) for c in SETS)
+    assert cli.main(["compare", a, b]) == 0  # two real sets: within the noise
+    assert "| resnet50 | optimized | timing |" in capsys.readouterr().out
+    worse = str(slower(SETS[1], 0.8, tmp_path))
+    assert cli.main(["compare", a, worse, "--threshold", "0.05"]) == 1
+    err = capsys.readouterr().err
+    assert "trainperf: regression: resnet50/optimized (timing)" in err
+    assert cli.main(["compare", a, worse, "--threshold", "0.5"]) == 0  # nothing fell by half
