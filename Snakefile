@@ -11,6 +11,7 @@ include: "rules/common.smk"
 
 localrules:
     all,
+    machines,
     records,
     check,
 
@@ -22,6 +23,7 @@ include: "rules/aggregate.smk"
 rule all:
     input:
         f"results/{MACHINE}/REPORT.md",
+        "results/README.md",
         f"results/{MACHINE}/limits.json",
         f"results/{MACHINE}/records/metrics-json.tgz",
         f"runs/{MACHINE}/checked",

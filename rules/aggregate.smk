@@ -57,6 +57,16 @@ rule report:
         "trainperf report $(dirname {output.md}) > {log} 2>&1"
 
 
+rule machines:
+    """results/README.md: every machine's results folder side by side (this one's included)."""
+    input:
+        f"results/{MACHINE}/REPORT.md",
+    output:
+        "results/README.md",
+    shell:
+        "trainperf machines results > /dev/null"
+
+
 rule limits:
     """The model FLOPs per sample (counted each time) and the matmul peaks, measured once per set of
     runs (runs/<machine>/peaks.json keeps them: an output would be deleted before the job) after

@@ -64,3 +64,31 @@ def test_the_exit_status_gates_on_a_regression_beyond_the_threshold(folders, tmp
     err = capsys.readouterr().err
     assert "trainperf: regression: resnet50/optimized (timing)" in err
     assert cli.main(["compare", a, worse, "--threshold", "0.5"]) == 0  # nothing fell by half
+
+
+def test_the_machines_page_sets_each_machine_beside_the_others(tmp_path):
+    """Two machines' folders (the H200's records of tests/data and the second H100 set): a column
+    each, every claim's test a row, the fixes' gains from each machine's own pairs."""
+    from analysis import claims, machines, report
+    from trainperf import config, variants
+    catalog = variants.catalog(config.load())
+    aggregate.main(sorted((DATA.parent / "h200-timing").glob("*.json")), [], tmp_path / "h200", catalog=catalog)
+    aggregate.main(sorted(DATA.glob(f"*--{SETS[1]}.json")), [], tmp_path / "h100", catalog=catalog)
+    (tmp_path / "cpu").mkdir()  # a CPU run's folder is no machine to compare
+    text = machines.render(tmp_path).read_text()
+    assert "| workload | variant | h100 | h200 |" in text and "| cpu" not in text
+    rows = [line for line in text.split("## The documented claims")[1].splitlines() if line.startswith("| ")]
+    assert len(rows) - 2 == sum(len(c["tests"]) for c in claims.load())
+    h100 = report.load_tables(tmp_path / "h100")
+    speedup = ratio_text_of(h100["ratios"], "optimized")
+    assert any(line.startswith("| resnet50 | optimized |") and speedup in line for line in text.splitlines())
+
+
+def ratio_text_of(ratios, variant):
+    from analysis.tables import ratio_row, ratio_text
+    return ratio_text(ratio_row(ratios, "resnet50", "baseline", variant))
+
+
+def test_no_machine_folder_gives_a_page_that_says_so(tmp_path):
+    from analysis import machines
+    assert "No GPU machine's results here yet" in machines.render(tmp_path).read_text()

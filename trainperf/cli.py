@@ -192,6 +192,12 @@ def cmd_compare(args) -> int:
     return 1 if len(worse) else 0
 
 
+def cmd_machines(args) -> int:
+    from analysis import machines
+    print(machines.render(args.root))
+    return 0
+
+
 def cmd_report(args) -> int:
     from analysis import html, report
     print(report.render(args.results))
@@ -290,6 +296,9 @@ def parser() -> argparse.ArgumentParser:
                     help="a regression: B / A's whole interval below 1 - threshold (default 0.05)")
     cp.add_argument("--out", help="write the comparison as CSV too")
     cp.set_defaults(func=cmd_compare)
+    ms = sub.add_parser("machines", help="results/README.md: every machine's results folder side by side")
+    ms.add_argument("root", nargs="?", default="results", help="the folder of the machines' results folders")
+    ms.set_defaults(func=cmd_machines)
     rp = sub.add_parser("report", help="results/<machine>/ tables -> REPORT.md, APPENDIX.md, figures and report.html")
     rp.add_argument("results", help="the results folder, e.g. results/h200")
     rp.set_defaults(func=cmd_report)

@@ -1,0 +1,97 @@
+"""results/README.md: every published machine side by side, from each results/<machine>/ folder's
+tables: the machines (GPU, measured matmul peaks, host cores), what each workload trains at, each
+fix's gain and each claim's verdict per machine, beside the published figures."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from analysis import report, summary as first
+from analysis.tables import fmt, num, ratio_text, table
+
+
+def folders(root: str | Path) -> list[Path]:
+    """The machines' results folders under root (those with tables), the CPU preset's left out."""
+    return sorted(p for p in Path(root).iterdir() if (p / "summary.csv").is_file() and p.name != "cpu")
+
+
+def machines_table(dirs: list[Path]) -> str:
+    rows = {}
+    for d in dirs:
+        envs = json.loads((d / "env.json").read_text())
+        limits = json.loads((d / "limits.json").read_text()) if (d / "limits.json").is_file() else {}
+        col = {"GPU": " / ".join(sorted({str(e.get("gpu", "")) for e in envs})),
+               "host CPU cores": " / ".join(sorted({str(e.get("cpu_count", "")) for e in envs})),
+               "driver, CUDA, torch": " / ".join(sorted({f"{e.get('driver')}, {e.get('cuda')}, {e.get('torch')}" for e in envs})),
+               "sets of runs": str(len(envs))}
+        col |= {f"matmul peak measured here, {p} (TFLOP/s)": num(v) for p, v in limits.get("peak_tflops", {}).items()}
+        rows[d.name] = col
+    df = pd.DataFrame(rows)
+    return table(df.reset_index().rename(columns={"index": ""}).fillna(""))
+
+
+def headline_table(tables: dict[str, dict]) -> str:
+    frames = {m: first.headline(t["summary"], t["ratios"], t["variants"]) for m, t in tables.items()}
+    keys = list(dict.fromkeys((r.workload, r.variant) for h in frames.values() for r in h.itertuples()))
+    order = first.workload_order({w for w, _ in keys})
+    rows = []
+    for w, v in sorted(keys, key=lambda k: order.index(k[0])):
+        row = {"workload": w, "variant": v}
+        for m, h in frames.items():
+            r = h[(h.workload == w) & (h.variant == v)]
+            row[m] = "" if r.empty else f"{fmt(*r.iloc[0][['median', 'lo', 'hi']])} {r.iloc[0].unit}" + (
+                "" if v == "baseline" else f", {ratio_text(r.iloc[0].speedup)}")
+        rows.append(row)
+    return table(pd.DataFrame(rows))
+
+
+def gains_table(tables: dict[str, dict]) -> str:
+    rows = []
+    for m, t in tables.items():
+        v = t["variants"]
+        for w in first.workload_order(t["summary"].workload.unique()):
+            for fix, side in v[(v.workload == w) & (v.kind == "fix")][["about", "side"]].itertuples(index=False):
+                g = first.fix_gain(t["ratios"], v, w, fix, side)
+                rows.append({"workload": w, "fix": fix, "side": side, "machine": m,
+                             "gain": "" if g is None else ratio_text(g) + (" (step alone)" if g["profiler"] == "step" else "")})
+    df = pd.DataFrame(rows)
+    wide = df.pivot_table(index=["workload", "fix", "side"], columns="machine", values="gain", aggfunc="first",
+                          sort=False).fillna("")
+    return table(wide[(wide != "").any(axis=1)].reset_index())
+
+
+def claims_table(tables: dict[str, dict]) -> str:
+    per = {m: report.claims_rows(t) for m, t in tables.items()}
+    base = next(iter(per.values()))
+    rows = base[["id", "hardware", "documented", "pair"]].copy()
+    for m, c in per.items():
+        rows[m] = [f"{v}: {x}" if x else v for v, x in zip(c.verdict.str.split(":").str[0], c["measured here (95 % CI, n)"])]
+    return table(rows.rename(columns={"hardware": "the source's GPU", "documented": "the source's figure"}))
+
+
+def render(root: str | Path) -> Path:
+    dirs, path = folders(root), Path(root) / "README.md"
+    if not dirs:
+        path.write_text("# Results\n\nNo GPU machine's results here yet: `snakemake --cores 1` on a GPU machine "
+                        "writes results/<machine>/ and this page.\n")
+        return path
+    tables = {d.name: {**report.load_tables(d), "summary": pd.read_csv(d / "summary.csv")} for d in dirs}
+    anchors = yaml.safe_load(report.ANCHORS.read_text())
+    parts = ["# Results: every machine side by side\n",
+             "Generated from each machine's folder (`trainperf machines results`); each folder's REPORT.md has the "
+             "evidence. Throughput: median [min, max] over runs; a gain or speedup: median of ratios paired within "
+             "one set of runs [95 % interval]. A ratio never pairs runs of two machines: compare two folders cell by "
+             "cell with `trainperf compare results/<a> results/<b>`.\n",
+             "## The machines\n", machines_table(dirs),
+             "Memory bandwidth is not measured by the suite; the measured matmul peaks and the host's cores are.\n",
+             "## What each workload trains at (speedup over the machine's own baseline)\n", headline_table(tables),
+             "Published elsewhere: " + "; ".join(f"{a['workload']}, {a['source']}, {a['gpu']}: {a['figure']}" for a in anchors) + ".\n",
+             "## Each fix's gain, per machine\n",
+             "A step-side fix at the step alone where the ladder holds it, else with the other fixes on, else alone "
+             "against the baseline (the report's rule).\n", gains_table(tables),
+             "## The documented claims, per machine\n", claims_table(tables)]
+    path.write_text("\n".join(parts))
+    return path
