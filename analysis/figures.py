@@ -13,20 +13,30 @@ import seaborn as sns  # noqa: E402
 
 
 STATUS_COLORS = {"gain": "#2a9d8f", "loss": "#e76f51", "not established": "#adb5bd", "too few pairs": "#ced4da"}
+KIND_COLORS = {"fix": "#2a9d8f", "extra": "#8ab17d", "optimized": "#264653", "ablation": "#e9c46a", "lever": "#f4a261",
+               "stage": "#6d597a", "grid": "#b56576", "ddp": "#457b9d", "other": "#adb5bd"}
+# what a ratio's status does to its bar: established ones solid, the rest pale and hatched
+STATUS_STYLE = {"gain": {}, "loss": {}, "not established": {"alpha": 0.45, "hatch": "//"},
+                "too few pairs": {"alpha": 0.45, "hatch": ".."}}
 
 
-def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str]) -> Path | None:
-    """Horizontal bars: each of `names`' paired throughput ratio to the baseline, whiskers its 95 %
-    interval; a ratio with too few pairs for an interval has no whiskers and says so."""
+def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str],
+             kinds: dict[str, str] | None = None) -> Path | None:
+    """Horizontal bars: each of `names`' paired throughput ratio to the baseline, coloured by the
+    variant's kind (`kinds`), whiskers its 95 % interval; a ratio that is not established is pale
+    and hatched, one with too few pairs for an interval is dotted, has no whiskers and says n."""
     rows = ratios[(ratios.workload == workload) & (ratios.before == "baseline") & (ratios.profiler == "timing")
-                  & ratios.status.isin(list(STATUS_COLORS)) & ratios.after.isin(names)].sort_values("median")
+                  & ratios.status.isin(list(STATUS_STYLE)) & ratios.after.isin(names)].sort_values("median")
     if rows.empty:
         return None
+    kinds = kinds or {}
     sns.set_theme(style="whitegrid")
-    fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.4))
-    y = range(len(rows))
-    ax.barh(list(y), rows["median"], color=[STATUS_COLORS[s] for s in rows.status])
+    fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.6))
+    for i, r in enumerate(rows.itertuples()):
+        ax.barh(i, r.median, color=KIND_COLORS.get(kinds.get(r.after, "other"), KIND_COLORS["other"]),
+                edgecolor="white", **STATUS_STYLE[r.status])
     has = rows.lo.notna()
+    y = range(len(rows))
     ax.errorbar(rows["median"][has], [i for i, h in zip(y, has) if h], fmt="none", ecolor="black", capsize=2, lw=0.8,
                 xerr=[rows["median"][has] - rows.lo[has], rows.hi[has] - rows["median"][has]])
     ax.set_yticks(list(y), rows.after)
@@ -34,13 +44,17 @@ def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str]) 
     ax.set_xscale("log")
     right = rows.hi.fillna(rows["median"])
     for i, (value, edge, n, s) in enumerate(zip(rows["median"], right, rows.n, rows.status)):
-        label = f"{value:.2g}x" + (f" (n={int(n)})" if s == "too few pairs" else "")
+        label = f"{value:.2g}x" + (f" (n={int(n)}, no interval)" if s == "too few pairs" else
+                                   " (not established)" if s == "not established" else "")
         ax.annotate(label, (edge, i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
-    ax.set_xlim(right=right.max() * 2.2)
+    ax.set_xlim(right=right.max() * 3.5)
     ax.set_xlabel("throughput over the baseline's (paired ratio, x, log scale)")
     ax.set_title(f"{workload}: speedup over the baseline\n(median of paired ratios; whiskers: 95 % interval)",
                  fontsize=10)
-    handles = [matplotlib.patches.Patch(color=c, label=s) for s, c in STATUS_COLORS.items() if s in set(rows.status)]
+    shown = dict.fromkeys(kinds.get(v, "other") for v in rows.after)
+    handles = [matplotlib.patches.Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=k) for k in shown]
+    handles += [matplotlib.patches.Patch(facecolor="white", edgecolor="grey", label=s, hatch=STATUS_STYLE[s]["hatch"])
+                for s in ("not established", "too few pairs") if s in set(rows.status)]
     ax.legend(handles=handles, fontsize=7, loc="lower right")
     return save(fig, path)
 

@@ -166,11 +166,12 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
     main = [v for v in names if v in {"baseline", "optimized", *kinds.get("fix", []), *kinds.get("extra", [])}]
     parts = [f"## {workload}\n", "### Every fix against the baseline\n",
              variants_table(summary, tables["ratios"], workload, main)]
-    fig = figures.speedups(tables["ratios"], workload, out / "figures" / f"speedup-{workload}.png", main)
+    v = tables["variants"]
+    kind_of = dict(zip(v[v.workload == workload].variant, v[v.workload == workload].kind)) if "kind" in v else {}
+    fig = figures.speedups(tables["ratios"], workload, out / "figures" / f"speedup-{workload}.png", main, kind_of)
     if fig:
         parts.append(f"![{workload} speedups](figures/{fig.name})\n")
     ablations = kinds.get("ablation", [])
-    v = tables["variants"]
     chain = list(dict.fromkeys(v[(v.chain == "stages")].sort_values("order").about)) if "chain" in v else []
     for title, text in (
             ("Ablation: optimized with one fix left out", sections.tuning_section(summary, tables["ratios"], workload, ablations)),
