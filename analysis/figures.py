@@ -86,20 +86,23 @@ def waterfall(stages: pd.DataFrame, workload: str, unit: str, path: Path) -> Pat
     return save(fig, path)
 
 
-def time_breakdown(shares: pd.DataFrame, workload: str, path: Path) -> Path | None:
-    """Stacked bars per variant: % of the profiled steps' time the GPU ran kernels, only copies,
-    or nothing; and the % of the loop spent waiting for input (a marker)."""
-    if shares.empty:
+def time_per_step(phases: pd.DataFrame, workload: str, profiler: str, path: Path) -> Path | None:
+    """Stacked bars per variant: the host's time per step (ms) in each phase of the loop (NVTX
+    ranges: input, forward, backward, optimizer, sync) and the rest of the step; the total beside."""
+    if phases.empty:
         return None
     sns.set_theme(style="whitegrid")
-    fig, ax = plt.subplots(figsize=(8, 0.4 * len(shares) + 1.5))
-    left = pd.Series(0.0, index=shares.index)
-    for col, color in zip(("kernels", "copies only", "idle"), sns.color_palette("Set2", 3)):
-        ax.barh(shares.label, shares[col], left=left, color=color, label=f"GPU: {col}")
-        left += shares[col]
-    ax.scatter(shares["input wait"], shares.label, marker="D", color="black", zorder=3, label="loop waiting for input")
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("% of the profiled steps' time")
-    ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
-    ax.set_title(f"{workload}: where the time goes (one profiled repetition; profiler in brackets)", fontsize=10)
+    fig, ax = plt.subplots(figsize=(8, 0.42 * len(phases) + 1.8))
+    left = pd.Series(0.0, index=phases.index)
+    cols = [c for c in phases.columns if c not in ("variant", "total")]
+    for col, color in zip(cols, sns.color_palette("Set2", len(cols))):
+        ax.barh(phases.variant, phases[col], left=left, color=color, label=col)
+        left += phases[col]
+    for i, total in enumerate(phases.total):
+        ax.annotate(f"{total:,.0f} ms" if total >= 1000 else f"{total:.3g} ms", (total, i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.set_xlim(0, phases.total.max() * 1.25)
+    ax.set_xlabel("host time per step (ms)")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / (0.42 * len(phases) + 1.8) - 0.12),
+              ncol=len(cols), frameon=False)
+    ax.set_title(f"{workload}: time per step by phase ({profiler})", fontsize=10)
     return save(fig, path)

@@ -94,6 +94,19 @@ def breakdown(summary: pd.DataFrame, workload: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def phases(summary: pd.DataFrame, workload: str, profiler: str) -> pd.DataFrame:
+    """Per variant the profiler observed: ms per step in each loop phase, the rest of the step, the total."""
+    rows = []
+    for variant in sorted(summary[(summary.workload == workload) & (summary.profiler == profiler)].variant.unique()):
+        step = metric(summary, workload, variant, "profiled_step_time", profiler)
+        got = {p: metric(summary, workload, variant, f"phase_{p}", profiler) for p in PHASES}
+        if step is None or any(r is None for r in got.values()):
+            continue
+        ms = {p: r["median"] for p, r in got.items()}
+        rows.append({"variant": variant, **ms, "rest": max(0.0, step["median"] - sum(ms.values())), "total": step["median"]})
+    return pd.DataFrame(rows)
+
+
 def time_section(summary, workload, out: Path) -> str:
     df = breakdown(summary, workload)
     if df.empty:
@@ -104,8 +117,9 @@ def time_section(summary, workload, out: Path) -> str:
                     "idle": "idle (%)", "input wait": "waiting for input (%)"})
     shown = shown.map(lambda v: "" if v is None or (isinstance(v, float) and pd.isna(v)) else
                       (num(v) if isinstance(v, float) else v))
-    fig = figures.time_breakdown(df, workload, out / "figures" / f"time-{workload}.png")
-    return table(shown) + (f"\n![{workload} time breakdown](figures/{fig.name})\n" if fig else "")
+    figs = [figures.time_per_step(phases(summary, workload, p), workload, p, out / "figures" / f"time-{workload}-{p}.png")
+            for p in ("nsys", "torch")]
+    return table(shown) + "".join(f"\n![{workload} time per step]({f.parent.name}/{f.name})\n" for f in figs if f)
 
 
 def host_calls_section(calls: pd.DataFrame, workload: str, top: int = 5) -> str:

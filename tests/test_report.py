@@ -122,7 +122,8 @@ def test_profiled_sections_come_from_real_nsys_and_ncu_records(tmp_path):
     assert num(nsys["gpu_busy"]) in row and num(nsys["kernels_per_step"]) in row
     waits = next(m["value"] for m in reparsed if m["metric"] == "gpu_wait_training_thread")
     assert "host waits (ms/step)" in part and row.endswith(f"| {num(waits)} |")
-    assert (out / "figures" / "time-resnet50.png").stat().st_size > 5000
+    assert (out / "figures" / "time-resnet50-nsys.png").stat().st_size > 5000
+    assert "figures/time-resnet50-nsys.png" in text
     assert "| resnet50 | input-bound |" in text  # the diagnosis of the baseline
 
 
