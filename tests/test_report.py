@@ -399,3 +399,12 @@ def test_a_fix_gain_reads_the_ablation_the_right_way_round_and_prefers_the_step_
     amp = first.fix_gain(ratios, variants, "w", "amp", "step")
     assert (amp["profiler"], amp["median"]) == ("step", 1.5)  # the step alone, not the ablation
     assert [f for f, _ in first.top_fixes(ratios, variants, "w", "input")] == ["dali"]
+
+
+def test_a_run_faster_than_its_own_step_alone_is_flagged_not_printed_as_a_share():
+    from analysis.sections import INCONSISTENT, step_share
+    ok = pd.Series({"median": 96.0, "lo": 95.0, "hi": 97.0})
+    too_fast = pd.Series({"median": 107.0, "lo": 105.0, "hi": 109.0})
+    assert step_share(ok) == "96 [95, 97]" and "inconsistent" not in step_share(ok)
+    assert step_share(too_fast).endswith("**inconsistent: faster than its step alone**")
+    assert INCONSISTENT < 107
