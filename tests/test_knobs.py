@@ -219,3 +219,15 @@ def test_the_warm_up_does_not_end_on_a_step_gradscaler_skipped(cpu_config):
     skips = round(math.log2(2.0**22 / t.scaler.get_scale()))  # each skip halves the scale
     assert skips >= 2  # the 2-step bound alone would have ended the warm-up on skipped steps
     assert skips < len(warm) < harness.warmup_limit(spec)  # it ended on a step whose update ran
+
+
+def test_a_dali_cell_where_dali_is_missing_is_planned_and_fails_where_it_runs_saying_why(cpu_config, monkeypatch, tmp_path):
+    """Whether DALI is installed is decided where the cell runs (a cluster's login node may lack it,
+    its GPU nodes not): the matrix plans the cell, and the run records the missing package."""
+    import sys
+    from trainperf import sweep
+    spec = spec_of(cpu_config, "resnet50", "dali")  # planned here, with DALI or without
+    monkeypatch.setitem(sys.modules, "nvidia.dali", None)  # an import of it now fails, as where it is missing
+    result = sweep.run_cell(spec, tmp_path)
+    assert result["status"] == "failed"
+    assert "DALI is not installed where this cell ran (pip install -e '.[dali]')" in result["reason"]

@@ -105,8 +105,8 @@ def test_a_knob_acts_on_the_workloads_that_have_what_it_needs(knob, value):
         reason = w.knob_reason(knob, value, cuda=True)
         if not NEEDS[need][0](w):
             assert reason == NEEDS[need][1].format(knob=knob, name=name, data=w.data)
-        else:  # where DALI is not installed, it says so
-            assert reason is None or reason.startswith("DALI is not installed"), name
+        else:  # whether DALI is installed is decided where the cell runs, not here
+            assert reason is None, name
 
 
 @pytest.mark.parametrize("knob,value,others,cuda,acts", [

@@ -6,7 +6,6 @@ measurement) is shared.
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
 from typing import Any, ClassVar
 
@@ -16,13 +15,6 @@ from torch import nn
 from workloads.knobs import KNOBS, NEEDS
 
 REGISTRY: dict[str, type["Workload"]] = {}
-
-
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 class WorkloadError(TypeError):
@@ -85,8 +77,6 @@ class Workload:
         need = KNOBS[knob].needs
         if need and value != KNOBS[knob].default and not NEEDS[need][0](cls):
             return NEEDS[need][1].format(knob=knob, name=cls.name, data=cls.data)
-        if knob == "loader" and value == "dali" and not _installed("nvidia.dali"):
-            return "DALI is not installed (pip install -e '.[dali]')"
         return None
 
 

@@ -72,8 +72,11 @@ def dali_loader(root, batch_size: int, size: int, knobs: dict, device: torch.dev
     when CUDA is used, on the CPU otherwise), resize, flip, normalize. NHWC when channels_last.
     With data parallelism (`shard`) each rank's reader reads its own shard of the files."""
     rank, world = getattr(shard, "rank", 0), getattr(shard, "world", 1)
-    from nvidia.dali import fn, pipeline_def, types
-    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+    try:  # decided where the cell runs (a cluster's login node may lack DALI, its GPU nodes not)
+        from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+    except ImportError as e:
+        raise RuntimeError(f"DALI is not installed where this cell ran (pip install -e '.[dali]'): {e}") from None
 
     cuda = device.type == "cuda"
 
