@@ -190,7 +190,8 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
                         ("Ceilings: the loader alone and the step alone", sections.ceilings_section(summary, workload, names)),
                         ("Kernels of every profiled variant", sections.kernels_section(tables["kernels"], workload)),
                         ("Host CUDA calls", sections.host_calls_section(tables["api_calls"], workload)),
-                        ("Against the limit", sections.limits_section(summary, tables["variants"], tables["limits"], workload))):
+                        ("Against the limit", sections.limits_section(summary, tables["variants"], tables["limits"], workload,
+                                                                      tables.get("datasheet")))):
         if text:
             appendix += [f"### {title}\n", text]
     return parts, appendix if len(appendix) > 1 else []
@@ -244,6 +245,7 @@ def render(out_dir: str | Path) -> Path:
     summary = pd.read_csv(out / "summary.csv")
     tables = load_tables(out)
     envs = json.loads((out / "env.json").read_text())
+    tables["datasheet"] = sections.datasheet({str(e.get("gpu", "")) for e in envs})
     claim_rows = claims_rows(tables)
     parts = [f"# Training performance on `{out.name}`\n", *notes(summary, out.name),
              *summary_section(summary, tables, claim_rows)]

@@ -287,9 +287,19 @@ def peak_note(limits: dict) -> str:
     return f"measured on this machine once for this set of runs ({peak['measured']}), the best of {repeats} repeats"
 
 
-def limits_section(summary, variants: pd.DataFrame, limits: dict, workload: str) -> str:
-    """Achieved model FLOP/s per variant against the matmul peak of its precision on this machine;
-    no MFU where a run achieved more than the peak, which no run can: that peak was measured low."""
+DATASHEETS = Path(__file__).with_name("datasheets.yaml")
+
+
+def datasheet(gpus: set[str], path: Path = DATASHEETS) -> dict | None:
+    """The datasheet entry of the GPU these runs used (one model per results folder), or None."""
+    import yaml
+    return next((d for d in yaml.safe_load(path.read_text()) if any(d["gpu"] in g for g in gpus)), None)
+
+
+def limits_section(summary, variants: pd.DataFrame, limits: dict, workload: str, sheet: dict | None = None) -> str:
+    """Achieved model FLOP/s per variant against the matmul peak of its precision measured on this
+    machine (no MFU where a run achieved more than that peak, which no run can: it was measured
+    low), and against the datasheet's peak of the GPU (`sheet`, where the GPU has an entry)."""
     per_sample = limits.get("flops_per_sample", {}).get(workload)
     if not per_sample:
         return ""
@@ -301,15 +311,24 @@ def limits_section(summary, variants: pd.DataFrame, limits: dict, workload: str)
             continue
         t = [x * per_sample / 1e12 for x in (r["median"], r["lo"], r["hi"])]
         over += [(v.precision, v.variant)] if max(t) > peak else []
+        listed = (sheet or {}).get("peak_tflops", {}).get(v.precision)
         rows.append({"variant": v.variant, "precision": v.precision, "achieved (TFLOP/s)": fmt(*t),
-                     "peak (TFLOP/s)": num(peak),
-                     "MFU (%)": "**peak inconsistent**" if max(t) > peak else fmt(*(100 * x / peak for x in t))})
+                     "measured peak (TFLOP/s)": num(peak),
+                     "MFU vs measured peak (%)": "**peak inconsistent**" if max(t) > peak else fmt(*(100 * x / peak for x in t)),
+                     "MFU vs datasheet (%)": fmt(*(100 * x / listed for x in t)) if listed else ""})
     head = (f"Model FLOPs (forward + backward, torch.utils.flop_counter): {per_sample / 1e9:,.1f} GFLOP per sample. "
-            f"Peak: a large matmul in the variant's precision, {peak_note(limits)}.\n\n")
+            f"Measured peak: a large matmul in the variant's precision, {peak_note(limits)}. "
+            + (f"Datasheet: {sheet['source']}.\n\n" if sheet else "Datasheet: none listed for this GPU.\n\n"))
     tail = (f"\n**Peak inconsistent** ({', '.join(dict.fromkeys(p for p, _ in over))}): {', '.join(v for _, v in over)} "
             "achieved more model FLOP/s than the matmul peak measured for their precision, so that peak was measured "
             "low (other work on the machine while it was measured) and gives no MFU.\n" if over else "")
     return head + table(pd.DataFrame(rows)) + tail if rows else ""
+
+
+OVERHEAD_HEAD = ("Slowdown under the tool: the unprofiled run's throughput over the profiled run's, less one, in % "
+                 "(0: no cost; 100: half the throughput; a small negative value: the profiled run happened to be "
+                 "faster, within noise). ncu replays each kernel it profiles dozens of times, so its cells run many "
+                 "times slower by design.\n\n")
 
 
 def overhead_section(summary: pd.DataFrame) -> str:
@@ -318,10 +337,10 @@ def overhead_section(summary: pd.DataFrame) -> str:
         return ""
     cost = summary[summary.metric == "profiled_cell_time"].set_index(["workload", "variant", "profiler"])["median"]
     rows = [{"workload": r.workload, "variant": r.variant, "profiler": r.profiler,
-             "throughput lost (%)": num(r["median"]),
+             "slowdown under the tool (%)": num(r["median"]),
              "cell's wall time under the tool (s)": num(cost.get((r.workload, r.variant, r.profiler), float("nan")))
              if (r.workload, r.variant, r.profiler) in cost.index else ""} for _, r in o.iterrows()]
-    return table(pd.DataFrame(rows))
+    return OVERHEAD_HEAD + table(pd.DataFrame(rows))
 
 
 COST_HEAD = ("Each run's own clock: from the cell's start to its record (under nsys or ncu, the whole process "
