@@ -68,8 +68,8 @@ def save(fig, path: Path) -> Path:
 
 
 def waterfall(stages: pd.DataFrame, workload: str, unit: str, path: Path) -> Path | None:
-    """Throughput after each cumulative fix (columns: stage, median, lo, hi); the paired gains
-    between stages are in the table beside it."""
+    """Throughput after each cumulative fix (columns: stage, median, lo, hi; the ceilings `loader`
+    and `step alone` marked where measured); the paired gains between stages are in the table beside it."""
     if len(stages) < 2:
         return None
     sns.set_theme(style="whitegrid")
@@ -79,6 +79,14 @@ def waterfall(stages: pd.DataFrame, workload: str, unit: str, path: Path) -> Pat
            yerr=[stages["median"] - stages.lo, stages.hi - stages["median"]], capsize=3)
     for i, (cur, top) in enumerate(zip(stages["median"], stages.hi)):
         ax.annotate(f"{cur:,.0f}", (i, top), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
+    for col, style in (("loader", {"color": "black", "label": "the loader alone (input ceiling)"}),
+                       ("step alone", {"color": "#e76f51", "label": "the step alone (step ceiling)"})):
+        if col in stages and stages[col].notna().any():
+            has = stages[col].notna()
+            ax.scatter([i for i, h in zip(x, has) if h], stages[col][has], marker="_", s=900, linewidths=2.5,
+                       zorder=3, **style)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left", markerscale=0.35)
     ax.set_xticks(list(x), stages.stage, rotation=25, ha="right", fontsize=8)
     ax.set_ylabel(f"throughput ({unit})")
     ax.set_title(f"{workload}: one fix after another\n(median throughput; whiskers: min-max over repetitions)",

@@ -50,13 +50,16 @@ def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, 
 
 def stages_section(summary, ratios, cells, chain, workload, out: Path) -> str:
     """The `stages` chain: each stage's throughput and its paired gain over the stage before it
-    and over the baseline (ratios.csv, by the stage's own name); the waterfall of medians."""
+    and over the baseline (ratios.csv, by the stage's own name), with its two ceilings where they
+    were measured (the loader alone, the step alone); the waterfall of medians, ceilings marked."""
     rows, before = [], None
     for (label, variant), stage in zip(stage_variants(cells, chain, workload), ["baseline", *(f"upto-{f}" for f in chain)]):
         r = metric(summary, workload, variant, "throughput")
         if r is None:
             continue
+        loader, step = (metric(summary, workload, variant, "throughput", p) for p in ("input", "step"))
         rows.append({"stage": label, "variant": variant, "median": r["median"], "lo": r["lo"], "hi": r["hi"], "unit": r["unit"],
+                     "loader": None if loader is None else loader["median"], "step alone": None if step is None else step["median"],
                      "step": "" if before is None else ratio_text(ratio_row(ratios, workload, before, stage)),
                      "total": "" if before is None else ratio_text(ratio_row(ratios, workload, "baseline", stage))})
         before = stage
@@ -65,7 +68,9 @@ def stages_section(summary, ratios, cells, chain, workload, out: Path) -> str:
     df = pd.DataFrame(rows)
     shown = pd.DataFrame({"stage": df.stage, "variant": df.variant,
                           f"throughput ({df.unit[0]})": [fmt(m, lo, hi) for m, lo, hi in zip(df["median"], df.lo, df.hi)],
-                          "gain over the stage before (paired)": df.step, "over the baseline (paired)": df.total})
+                          "gain over the stage before (paired)": df.step, "over the baseline (paired)": df.total,
+                          "loader alone": df.loader.map(lambda x: "" if pd.isna(x) else num(x)),
+                          "step alone": df["step alone"].map(lambda x: "" if pd.isna(x) else num(x))})
     fig = figures.waterfall(df, workload, df.unit[0], out / "figures" / f"stages-{workload}.png")
     return table(shown) + (f"\n![{workload} stage by stage](figures/{fig.name})\n" if fig else "")
 
