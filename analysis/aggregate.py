@@ -102,6 +102,17 @@ def step_time_mean(record: dict) -> list[dict]:
     return [{"metric": "step_time_mean", "value": 1e3 * per_step / tput, "unit": "ms"}]
 
 
+def energy_per_sample(record: dict) -> list[dict]:
+    """The run's energy per sample (J: its mean power over its throughput, both over the measured
+    window) and samples per kWh; none where the run has no energy figure."""
+    m = {x["metric"]: x["value"] for x in record["metrics"]}
+    if not m.get("mean_power") or not m.get("throughput"):
+        return []
+    joules = m["mean_power"] / m["throughput"]
+    return [{"metric": "energy_per_sample", "value": joules, "unit": "J"},
+            {"metric": "samples_per_kwh", "value": 3.6e6 / joules, "unit": "samples/kWh"}]
+
+
 def comparisons(cells: pd.DataFrame, catalog) -> list[tuple[str, str, str]]:
     """The ratios the report shows, per workload: every variant against the baseline; each lever
     and ablation against optimized; each stage of a chain against the stage before it."""
@@ -129,10 +140,15 @@ def aliases(cells: pd.DataFrame) -> dict[tuple[str, str], str]:
 
 def ratio_table(metrics: pd.DataFrame, cells: pd.DataFrame, catalog) -> pd.DataFrame:
     """ratios.csv: every comparison's paired ratio of throughput, in the timing runs and (where
-    both cells ran it) the step alone."""
+    both cells ran it) the step alone; and of the energy per sample in the timing runs that
+    measured it (what a fix saves in energy: below 1 is a saving)."""
     ran = cells[cells.status.isin(["ok", "failed"]) | cells.reason.astype(str).str.startswith("same knobs as")]
+    timed = ran[ran.profiler == "timing"]
     parts = [paired.table(metrics, cells, comparisons(ran[ran.profiler == p], catalog), profiler=p, aliases=aliases(cells))
              for p in ("timing", "step") if (ran.profiler == p).any()]
+    if (metrics.metric == "energy_per_sample").any() and len(timed):
+        parts.append(paired.table(metrics, cells, comparisons(timed, catalog), metric="energy_per_sample",
+                                  aliases=aliases(cells)))
     return pd.concat(parts, ignore_index=True) if parts else paired.table(metrics, cells, [])
 
 
@@ -144,7 +160,7 @@ def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
         cells.append({**keys, "status": r["status"], "reason": r.get("reason"),
                       "log_tail": " | ".join(r.get("log_tail", [])), **cost(r)})
         if r["status"] == "ok":
-            rows += [{**keys, **m} for m in r["metrics"] + step_time_mean(r) + ncu_metrics(r)]
+            rows += [{**keys, **m} for m in r["metrics"] + step_time_mean(r) + energy_per_sample(r) + ncu_metrics(r)]
     metrics = pd.DataFrame(rows, columns=[*KEYS, "rep", "metric", "value", "unit", "run_set"])
     columns = [*KEYS, "rep", "status", "reason", "log_tail", "seconds", "first_step_s", "setup_s", "compile_s", "compile_key",
                "run_set"]

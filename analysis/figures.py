@@ -26,7 +26,7 @@ def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str],
     variant's kind (`kinds`), whiskers its 95 % interval; a ratio that is not established is pale
     and hatched, one with too few pairs for an interval is dotted, has no whiskers and says n."""
     rows = ratios[(ratios.workload == workload) & (ratios.before == "baseline") & (ratios.profiler == "timing")
-                  & ratios.status.isin(list(STATUS_STYLE)) & ratios.after.isin(names)].sort_values("median")
+                  & (ratios.metric == "throughput") & ratios.status.isin(list(STATUS_STYLE)) & ratios.after.isin(names)].sort_values("median")
     if rows.empty:
         return None
     kinds = kinds or {}

@@ -42,9 +42,16 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
              "step (ms)": cell(summary, workload, v, "step_time_mean"),
              "input wait (%)": cell(summary, workload, v, "input_wait_share"),
              "peak memory (GiB)": cell(summary, workload, v, "peak_memory") or cell(summary, workload, v, "peak_host_memory"),
+             "energy (J/sample)": cell(summary, workload, v, "energy_per_sample"),
+             "energy vs baseline (paired)": "" if v == "baseline" else
+             ratio_text(ratio_row(ratios, workload, "baseline", v, metric="energy_per_sample")),
+             "GPU throttled (% of samples)": cell(summary, workload, v, "throttled_share"),
              "loss vs baseline (%)": note(v)}
             for v in names if cell(summary, workload, v, "throughput")]
-    return table(pd.DataFrame(rows)) if rows else "(no variant ran)\n"
+    if not rows:
+        return "(no variant ran)\n"
+    df = pd.DataFrame(rows)
+    return table(df[[c for c in df.columns if (df[c] != "").any() or c in ("variant", "loss vs baseline (%)")]])
 
 
 def environment(envs: list[dict], differing: bool = False) -> str:

@@ -31,7 +31,7 @@ def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, 
     if "chain" not in variants:
         return ""
     stages = variants[(variants.workload == workload) & (variants.chain == chain)].sort_values("order")
-    r = ratios[(ratios.workload == workload) & ratios.after.isin(stages.variant)]
+    r = ratios[(ratios.workload == workload) & ratios.after.isin(stages.variant) & (ratios.metric == "throughput")]
     if stages.empty or r.empty:
         return ""
     profiler = r.profiler.iloc[0]

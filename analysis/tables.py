@@ -39,10 +39,11 @@ def row(summary: pd.DataFrame, workload: str, variant: str, metric: str, profile
     return r.iloc[0] if len(r) else None
 
 
-def ratio_row(ratios: pd.DataFrame, workload: str, before: str, after: str, profiler: str = "timing"):
-    """The paired ratio after / before (ratios.csv), or None."""
+def ratio_row(ratios: pd.DataFrame, workload: str, before: str, after: str, profiler: str = "timing",
+              metric: str = "throughput"):
+    """The paired ratio after / before of `metric` (ratios.csv), or None."""
     r = ratios[(ratios.workload == workload) & (ratios.before == before) & (ratios.after == after)
-               & (ratios.profiler == profiler)]
+               & (ratios.profiler == profiler) & (ratios.metric == metric)]
     return r.iloc[0] if len(r) else None
 
 

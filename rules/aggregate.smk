@@ -63,8 +63,10 @@ rule machines:
         f"results/{MACHINE}/REPORT.md",
     output:
         "results/README.md",
+    log:
+        f"runs/{MACHINE}/logs/machines.log",
     shell:
-        "trainperf machines results > /dev/null"
+        "trainperf machines results > {log} 2>&1"
 
 
 rule limits:

@@ -1,0 +1,75 @@
+"""Energy over a measured window: the arithmetic on a recorded power series, the throttle flag from
+NVML's clock-event reasons, J/sample from mean power and throughput, and on a CPU the host's RAPL
+counters where readable, else why not."""
+import math
+
+import pytest
+
+from analysis import aggregate
+from profiles import energy
+
+# A power series as NVML's sampler records it: 100 W for 1 s, then a ramp to 300 W over 1 s.
+SERIES = [{"t": t, "power_w": w, "sm_mhz": c, "mem_mhz": 2619, "temp_c": tc, "reasons": r}
+          for t, w, c, tc, r in [(0.0, 100.0, 1980, 40, 0), (1.0, 100.0, 1980, 41, 0), (2.0, 300.0, 1755, 45, 0x4)]]
+
+
+def values(metrics):
+    return {m["metric"]: m["value"] for m in metrics}
+
+
+def test_the_trapezoid_rule_on_a_recorded_series():
+    assert energy.integrate([s["t"] for s in SERIES], [s["power_w"] for s in SERIES]) == pytest.approx(100 + 200)
+
+
+def test_the_counter_gives_the_energy_and_the_samples_cross_check_it():
+    m = values(energy.summarize(SERIES, seconds=2.0, counter_j=330.0))
+    assert m["energy"] == 330.0 and m["mean_power"] == 165.0 and m["energy_counter"] == 1.0
+    assert m["energy_sampled_vs_counter"] == pytest.approx(100 * 150 / 165 - 100)  # sampled 150 W on average
+    assert (m["sm_clock_min"], m["sm_clock_median"], m["temperature_median"]) == (1755, 1980, 41)
+    assert m["throttled_share"] == pytest.approx(100 / 3)  # one sample held by the software power cap
+
+
+def test_without_a_counter_the_integrated_samples_stand_in_over_the_whole_window():
+    m = values(energy.summarize(SERIES, seconds=2.2, counter_j=None))
+    assert m["energy_counter"] == 0.0 and m["energy"] == pytest.approx(300 * 2.2 / 2.0)
+    assert "energy_sampled_vs_counter" not in m
+
+
+def test_idle_or_application_clocks_are_no_throttling():
+    idle = [{**s, "reasons": 0x1 | 0x2} for s in SERIES]
+    assert values(energy.summarize(idle, 2.0, 300.0))["throttled_share"] == 0
+
+
+def test_energy_per_sample_is_mean_power_over_throughput():
+    record = {"metrics": [{"metric": "mean_power", "value": 500.0}, {"metric": "throughput", "value": 2000.0}]}
+    m = values(aggregate.energy_per_sample(record))
+    assert m["energy_per_sample"] == 0.25 and math.isclose(m["samples_per_kwh"], 3.6e6 / 0.25)
+    assert aggregate.energy_per_sample({"metrics": [{"metric": "throughput", "value": 10.0}]}) == []
+
+
+def test_rapl_counters_give_the_host_energy_and_a_wrap_counts_once(tmp_path):
+    domain = tmp_path / "intel-rapl:0"
+    domain.mkdir()
+    (domain / "max_energy_range_uj").write_text("1000000\n")
+    (domain / "energy_uj").write_text("900000\n")
+    meter = energy.RaplMeter(tmp_path)
+    with meter.running():
+        (domain / "energy_uj").write_text("100000\n")  # wrapped: 0.2 J went by
+    m = values(meter.metrics())
+    assert m["energy"] == pytest.approx(0.2) and m["mean_power"] > 0
+
+
+def test_a_host_without_rapl_says_why(tmp_path):
+    meter = energy.RaplMeter(tmp_path / "none")
+    with meter.running():
+        pass
+    assert meter.metrics() == [] and "no readable RAPL energy counter" in meter.why
+
+
+def test_a_timing_run_on_this_cpu_records_its_energy_or_why_not(cpu_config, tmp_path):
+    from tests.conftest import spec_of
+    from trainperf import sweep
+    result = sweep.run_cell(spec_of(cpu_config, "lstm", "baseline"), tmp_path)
+    assert result["status"] == "ok"
+    has = any(m["metric"] == "energy" for m in result["metrics"])
+    assert has or ("RAPL" in result["timing"]["energy"]["why"] and not result["timing"]["energy"]["measurable"])
