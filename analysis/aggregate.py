@@ -319,11 +319,13 @@ def compile_table(paths) -> pd.DataFrame:
                                        "stage_ts", "stage_s"])
 
 
-def main(run_paths, skipped: list[dict], out_dir, compiles=(), catalog=()) -> pd.DataFrame:
+def main(run_paths, skipped: list[dict], out_dir, compiles=(), catalog=(), study: dict | None = None) -> pd.DataFrame:
     """The tables of one machine; `catalog`: each variant's kind, order and what it is about (the
-    config's, as variants.csv carries it for the report)."""
+    config's, as variants.csv carries it for the report); `study`: what the user set for the
+    report (the price of a GPU-hour), kept in study.json."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    (out / "study.json").write_text(json.dumps(study or {}, indent=1))
     if compiles:
         compile_table(compiles).sort_values("start_ts").to_csv(out / "compiles.csv", index=False, float_format="%.6f")
     records = load_records(run_paths)

@@ -34,7 +34,17 @@ def cell(summary: pd.DataFrame, workload: str, variant: str, metric: str) -> str
     return fmt(*r.iloc[0][["median", "lo", "hi"]]) if len(r) else ""
 
 
-def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, names: list[str]) -> str:
+def cost(summary: pd.DataFrame, workload: str, variant: str, price: float | None) -> str:
+    """The price of a million samples at `price` per GPU-hour: price x GPU-hours per 1M samples."""
+    r = summary[(summary.workload == workload) & (summary.variant == variant) & (summary.metric == "throughput")
+                & (summary.profiler == "timing")]
+    if not price or r.empty:
+        return ""
+    return fmt(*(price * 1e6 / 3600 / r.iloc[0][k] for k in ("median", "hi", "lo")))
+
+
+def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, names: list[str],
+                   price: float | None = None) -> str:
     unit = summary[(summary.workload == workload) & (summary.metric == "throughput")].unit
     note = sections.loss_notes(summary, workload)
     rows = [{"variant": v, f"throughput ({unit.iloc[0] if len(unit) else ''})": cell(summary, workload, v, "throughput"),
@@ -46,6 +56,7 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
              "energy vs baseline (paired)": "" if v == "baseline" else
              ratio_text(ratio_row(ratios, workload, "baseline", v, metric="energy_per_sample")),
              "GPU throttled (% of samples)": cell(summary, workload, v, "throttled_share"),
+             "cost per 1M samples": cost(summary, workload, v, price),
              "loss vs baseline (%)": note(v)}
             for v in names if cell(summary, workload, v, "throughput")]
     if not rows:
@@ -172,7 +183,7 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
     names = kinds["all"]
     main = [v for v in names if v in {"baseline", "optimized", *kinds.get("fix", []), *kinds.get("extra", [])}]
     parts = [f"## {workload}\n", "### Every fix against the baseline\n",
-             variants_table(summary, tables["ratios"], workload, main)]
+             variants_table(summary, tables["ratios"], workload, main, tables["study"].get("gpu_hour_price"))]
     v = tables["variants"]
     kind_of = dict(zip(v[v.workload == workload].variant, v[v.workload == workload].kind)) if "kind" in v else {}
     fig = figures.speedups(tables["ratios"], workload, out / "figures" / f"speedup-{workload}.png", main, kind_of)
@@ -225,7 +236,8 @@ def load_tables(out: Path) -> dict:
     limits_path = out / "limits.json"
     return {"cells": read(out, "cells.csv"), "kernels": read(out, "kernels.csv"), "api_calls": read(out, "api_calls.csv"),
             "variants": read(out, "variants.csv"), "ratios": read(out, "ratios.csv"), "metrics": read(out, "metrics.csv"),
-            "limits": json.loads(limits_path.read_text()) if limits_path.is_file() else {}}
+            "limits": json.loads(limits_path.read_text()) if limits_path.is_file() else {},
+            "study": json.loads((out / "study.json").read_text()) if (out / "study.json").is_file() else {}}
 
 
 def appendix_parts(summary, tables, envs, workload_appendix: list[str], out: Path) -> list[str]:

@@ -16,12 +16,13 @@ rule aggregate:
         skipped=f"results/{MACHINE}/records/skipped.json",
     params:
         runs=lambda wc, input: str(Path(input.skipped).parent),  # the machine's runs: every record there
+        price="" if R.get("gpu_hour_price") is None else f"--gpu-hour-price {R['gpu_hour_price']}",
     log:
         f"runs/{MACHINE}/logs/aggregate.log",
     shell:
         "cp {input.skipped} {output.skipped} && trainperf aggregate {params.runs} "
         "--compiles $(find {params.runs}/compiled -name '*.json' 2>/dev/null | sort) "
-        "--skipped {output.skipped} --out-dir $(dirname {output.summary}) > {log} 2>&1"
+        "--skipped {output.skipped} {params.price} --out-dir $(dirname {output.summary}) > {log} 2>&1"
 
 
 rule records:

@@ -409,3 +409,15 @@ def test_a_run_faster_than_its_own_step_alone_is_flagged_not_printed_as_a_share(
     assert step_share(ok) == "96 [95, 97]" and "inconsistent" not in step_share(ok)
     assert step_share(too_fast).endswith("**inconsistent: faster than its step alone**")
     assert INCONSISTENT < 107
+
+
+def test_a_price_per_gpu_hour_the_user_sets_gives_each_variant_its_cost_per_million_samples(tmp_path):
+    from analysis.tables import row
+    out = tmp_path / "h200"
+    aggregate.main(H200, [], out, catalog=catalog(), study={"gpu_hour_price": 3.0})
+    text = report.render(out).read_text()
+    tput = row(pd.read_csv(out / "summary.csv"), "resnet50", "optimized", "throughput")["median"]
+    line = next(x for x in text[text.index("## resnet50"):].splitlines() if x.startswith("| optimized |"))
+    assert "| cost per 1M samples |" in text and f"| {num(3.0 * 1e6 / 3600 / tput)} |" in line
+    aggregate.main(H200, [], tmp_path / "none", catalog=catalog())  # no price set: no cost column
+    assert "cost per 1M samples" not in report.render(tmp_path / "none").read_text()

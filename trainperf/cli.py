@@ -163,7 +163,7 @@ def cmd_aggregate(args) -> int:
     from trainperf import config, variants
     skipped = json.loads(Path(args.skipped).read_text()) if args.skipped else []
     catalog = variants.catalog(config.load(args.config))
-    aggregate.main(args.runs, skipped, args.out_dir, args.compiles, catalog)
+    aggregate.main(args.runs, skipped, args.out_dir, args.compiles, catalog, {"gpu_hour_price": args.gpu_hour_price})
     return 0
 
 
@@ -282,6 +282,7 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--compiles", nargs="*", default=[], help="the compile stage's records (runs/<machine>/compiled/*.json)")
     a.add_argument("--out-dir", required=True)
     a.add_argument("--config", default=CONFIG, help="the config whose variants' kinds and order the tables carry")
+    a.add_argument("--gpu-hour-price", type=float, help="the price of one GPU-hour: the report's cost per million samples")
     a.set_defaults(func=cmd_aggregate)
     n = sub.add_parser("new", help="scaffold a workload file and its test")
     n.add_argument("name", help="the workload's name (a Python module name, e.g. my_model)")
