@@ -118,7 +118,7 @@ def evaluate(metrics: pd.DataFrame, cells: pd.DataFrame, claims: list[dict] | No
             m = measure(t, metrics, cells)
             beside = measure({**t, "kind": "share", "metric": t["beside"]}, metrics, cells) if "beside" in t else {}
             rows.append({"id": c["id"], "source": c["source"], "hardware": c["hardware"], "claim": c["claim"],
-                         "documented": documented(c, t), "pair": describe(t),
+                         "documented": documented(c, t), "pair": describe(t), "unit": unit(c, t),
                          "before": t["before"], "after": t.get("after"), "why this pair": t.get("why", ""),
                          "value": m.get("median"), "lo": m.get("lo"), "hi": m.get("hi"), "n": m.get("n"),
                          "run_set": m.get("run_set"), "verdict": verdict(t["kind"], m, t.get("effect"), t.get("range"), t.get("expect", "higher")),
@@ -137,6 +137,12 @@ def documented(c: dict, t: dict) -> str:
         gain = f" ({t['effect']:g}x)" if t.get("effect") and t["kind"] in ("ratio", "reduction") else ""
         return f"{d['before']:g} -> {d['after']:g} {d['unit']}{gain}"
     return f"{d['value']:g} {d['unit']}" if "value" in d else f"(no number; {d['unit']})"
+
+
+def unit(c: dict, t: dict) -> str:
+    """The unit of a test's measured value: x for a ratio or reduction, % for a share (every share
+    metric is a percentage), else the claim's own unit's first word."""
+    return {"ratio": "x", "reduction": "x", "share": "%"}.get(t["kind"], c["documented"]["unit"].split()[0])
 
 
 def describe(t: dict) -> str:

@@ -49,7 +49,8 @@ def headline(summary: pd.DataFrame, ratios: pd.DataFrame, variants: pd.DataFrame
 def fix_gain(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, fix: str, side: str):
     """A fix's gain under the summary's rule: a step-side fix at the step alone (its ladder stage
     against the stage before), else with the other fixes on (optimized against optimized-no-<fix>),
-    else alone (the fix against the baseline); the first of these that was measured, with its pair."""
+    else alone (the fix against the baseline); the first of these with an interval, else the first
+    measured at all, with its pair."""
     v = variants[variants.workload == workload]
     ladder = v[(v.kind == "stage") & (v.chain == "ladder")].sort_values("order")
     candidates = []
@@ -59,11 +60,16 @@ def fix_gain(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, fix: s
         if i:
             candidates.append((names[i - 1], names[i], "step"))
     candidates += [("optimized", f"optimized-no-{fix}", "timing"), ("baseline", fix, "timing")]
-    for before, after, profiler in candidates:
-        r = ratio_row(ratios, workload, before, after, profiler)
-        if r is not None and r["status"] not in ("unpaired", "failed"):
-            return inverted(r) if before == "optimized" else r
-    return None
+    found = [inverted(r) if before == "optimized" else r for before, after, profiler in candidates
+             if (r := ratio_row(ratios, workload, before, after, profiler)) is not None
+             and r["status"] not in ("unpaired", "failed")]
+    with_interval = [r for r in found if r["status"] in ("gain", "loss", "not established")]
+    return (with_interval or found or [None])[0]
+
+
+def basis(r: pd.Series) -> str:
+    """The basis of a fix_gain ratio, in a few words."""
+    return "step alone" if r["profiler"] == "step" else "with the others on" if r["after"] == "optimized" else "alone"
 
 
 def inverted(r: pd.Series) -> pd.Series:

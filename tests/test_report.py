@@ -400,6 +400,10 @@ def test_a_fix_gain_reads_the_ablation_the_right_way_round_and_prefers_the_step_
     amp = first.fix_gain(ratios, variants, "w", "amp", "step")
     assert (amp["profiler"], amp["median"]) == ("step", 1.5)  # the step alone, not the ablation
     assert [f for f, _ in first.top_fixes(ratios, variants, "w", "input")] == ["dali"]
+    few = pd.DataFrame([r("ladder-upto-tf32", "ladder-upto-amp", "step", 1.5, np.nan, np.nan, "too few pairs"),
+                        r("baseline", "amp", "timing", 1.2, 1.1, 1.3, "gain")])
+    amp = first.fix_gain(few, variants, "w", "amp", "step")  # no interval at the step alone: the next basis
+    assert (amp["profiler"], amp["median"], first.basis(amp)) == ("timing", 1.2, "alone")
 
 
 def test_a_run_faster_than_its_own_step_alone_is_flagged_not_printed_as_a_share():
