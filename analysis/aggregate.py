@@ -319,16 +319,28 @@ def compile_table(paths) -> pd.DataFrame:
                                        "stage_ts", "stage_s"])
 
 
-def main(run_paths, skipped: list[dict], out_dir, compiles=(), catalog=(), study: dict | None = None) -> pd.DataFrame:
+def unpublished(record: dict) -> dict:
+    """A record made from a tree with uncommitted changes is set aside: no table uses it, and
+    the cells list says why."""
+    commit = str(record.get("env", {}).get("git_commit", ""))
+    if not commit.endswith("-dirty"):
+        return record
+    return {"keys": record["keys"], "status": "set aside",
+            "reason": f"made from a tree with uncommitted changes ({commit}): not published"}
+
+
+def main(run_paths, skipped: list[dict], out_dir, compiles=(), catalog=(), study: dict | None = None,
+         committed_only: bool = False) -> pd.DataFrame:
     """The tables of one machine; `catalog`: each variant's kind, order and what it is about (the
     config's, as variants.csv carries it for the report); `study`: what the user set for the
-    report (the price of a GPU-hour), kept in study.json."""
+    report (the price of a GPU-hour), kept in study.json; `committed_only` (what the pipeline
+    publishes): records from an uncommitted tree are set aside."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.json").write_text(json.dumps(study or {}, indent=1))
     if compiles:
         compile_table(compiles).sort_values("start_ts").to_csv(out / "compiles.csv", index=False, float_format="%.6f")
-    records = load_records(run_paths)
+    records = [unpublished(r) if committed_only else r for r in load_records(run_paths)]
     records += [{"keys": c["keys"], "status": c.get("status", "skipped"), "reason": c["reason"]} for c in skipped]
     metrics, cells = tidy(records)
     metrics = pd.concat([metrics, loss_check(step_losses(records))], ignore_index=True)

@@ -343,3 +343,14 @@ def test_a_profiled_run_s_loss_is_checked_against_the_baseline_s_run_under_the_s
     mine, base = losses["optimized", "nsys"], losses["baseline", "timing"]  # what pairing across profilers gives
     common = sorted(set(mine.index) & set(base.index))[-aggregate.LOSS_STEPS:]
     assert 100 * (mine[common].mean() / base[common].mean() - 1) != pytest.approx(expected, abs=0.1)
+
+
+def test_what_the_pipeline_publishes_sets_aside_records_of_an_uncommitted_tree(tmp_path):
+    """The H200's repeats were made from uncommitted trees (their commits end in -dirty): the
+    published tables hold none of their values and no environment of theirs, and say why."""
+    from trainperf import cli
+    repeats = sorted((Path(__file__).parent / "data" / "h200-repeats").glob("*.json"))
+    assert cli.main(["aggregate", *map(str, repeats), "--out-dir", str(tmp_path)]) == 0
+    cells = pd.read_csv(tmp_path / "cells.csv")
+    assert set(cells.status) == {"set aside"} and cells.reason.str.contains("uncommitted changes").all()
+    assert json.loads((tmp_path / "env.json").read_text()) == []

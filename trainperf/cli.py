@@ -163,7 +163,8 @@ def cmd_aggregate(args) -> int:
     from trainperf import config, variants
     skipped = json.loads(Path(args.skipped).read_text()) if args.skipped else []
     catalog = variants.catalog(config.load(args.config))
-    aggregate.main(args.runs, skipped, args.out_dir, args.compiles, catalog, {"gpu_hour_price": args.gpu_hour_price})
+    aggregate.main(args.runs, skipped, args.out_dir, args.compiles, catalog, {"gpu_hour_price": args.gpu_hour_price},
+                   committed_only=True)  # what it writes is published: no record of an uncommitted tree
     return 0
 
 
