@@ -12,7 +12,7 @@ import pandas as pd
 import yaml
 
 from analysis import aggregate, claims, diagnosis, figures, sections, summary as first
-from analysis.tables import fmt, num, ratio_row, ratio_text, table
+from analysis.tables import digits, fmt, num, ratio_row, ratio_text, table
 
 ANCHORS = Path(__file__).with_name("anchors.yaml")
 APPENDIX = "APPENDIX.md"
@@ -78,8 +78,8 @@ def environment(envs: list[dict], differing: bool = False) -> str:
 def interval(v, lo, hi) -> str:
     """A value with its interval, at as many digits (3 to 5) as it takes to tell the bounds apart."""
     lo, hi = (v if pd.isna(lo) else lo), (v if pd.isna(hi) else hi)
-    digits = next((d for d in (3, 4, 5) if f"{lo:.{d}g}" != f"{hi:.{d}g}"), None)
-    return num(v) if digits is None or lo == hi else f"{v:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
+    d = digits(lo, hi)
+    return num(v) if d is None or lo == hi else f"{v:.{d}g} [{lo:.{d}g}, {hi:.{d}g}]"
 
 
 def claims_rows(tables: dict) -> pd.DataFrame:

@@ -9,6 +9,11 @@ def num(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
 
 
+def digits(lo: float, hi: float) -> int | None:
+    """The fewest significant digits (3 to 5) that tell an interval's bounds apart; None where 5 do not."""
+    return next((d for d in (3, 4, 5) if f"{lo:.{d}g}" != f"{hi:.{d}g}"), None)
+
+
 def fmt(median, lo, hi) -> str:
     if pd.isna(median):
         return ""
@@ -56,6 +61,6 @@ def ratio_text(r) -> str:
     value = f"{r['median']:.3g}x"
     if r["status"] == "too few pairs":
         return f"{value} (n={int(r['n'])}, no interval)"
-    digits = next((d for d in (3, 4, 5) if f"{r['lo']:.{d}g}" != f"{r['hi']:.{d}g}"), 5)
-    shown = f"{r['median']:.{digits}g}x [{r['lo']:.{digits}g}, {r['hi']:.{digits}g}]"
+    d = digits(r["lo"], r["hi"]) or 5
+    shown = f"{r['median']:.{d}g}x [{r['lo']:.{d}g}, {r['hi']:.{d}g}]"
     return shown if r["status"] in ("gain", "loss") else f"{shown} not established"
