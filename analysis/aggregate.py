@@ -141,7 +141,8 @@ def aliases(cells: pd.DataFrame) -> dict[tuple[str, str], str]:
 def ratio_table(metrics: pd.DataFrame, cells: pd.DataFrame, catalog) -> pd.DataFrame:
     """ratios.csv: every comparison's paired ratio of throughput, in the timing runs and (where
     both cells ran it) the step alone; and of the energy per sample in the timing runs that
-    measured it (what a fix saves in energy: below 1 is a saving)."""
+    measured it (what a fix saves in energy: below 1 is a saving); and what the energy meter costs
+    the cells also run without it (profiler timing/bare)."""
     ran = cells[cells.status.isin(["ok", "failed"]) | cells.reason.astype(str).str.startswith("same knobs as")]
     timed = ran[ran.profiler == "timing"]
     parts = [paired.table(metrics, cells, comparisons(ran[ran.profiler == p], catalog), profiler=p, aliases=aliases(cells))
@@ -149,7 +150,25 @@ def ratio_table(metrics: pd.DataFrame, cells: pd.DataFrame, catalog) -> pd.DataF
     if (metrics.metric == "energy_per_sample").any() and len(timed):
         parts.append(paired.table(metrics, cells, comparisons(timed, catalog), metric="energy_per_sample",
                                   aliases=aliases(cells)))
+    if (ran.profiler == "bare").any():
+        parts.append(meter_cost(metrics, cells))
     return pd.concat(parts, ignore_index=True) if parts else paired.table(metrics, cells, [])
+
+
+METER = "timing/bare"  # ratios.csv's profiler of the energy meter's cost: a cell with the meter over without
+
+
+def meter_cost(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """Per cell run both with the energy meter (timing) and without (bare): the paired ratio of the
+    throughput with it over without; below 1 is what metering costs the cell."""
+    rows = []
+    for w, v in cells[cells.profiler == "bare"][["workload", "variant"]].drop_duplicates().itertuples(index=False):
+        def of_cell(df):  # the cell's rows, its profilers in the variant column: paired.ratio pairs those
+            return df[(df.workload == w) & (df.variant == v) & df.profiler.isin(["timing", "bare"])].assign(
+                variant=lambda d: d.profiler)
+        r = paired.ratio(of_cell(metrics[metrics.metric == "throughput"]), of_cell(cells), "bare", "timing")
+        rows.append({"workload": w, "before": v, "after": v, "profiler": METER, "metric": "throughput", **r})
+    return pd.DataFrame(rows)
 
 
 def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -239,7 +258,7 @@ def overheads(summary: pd.DataFrame) -> list[dict]:
     tput = summary[summary["metric"] == "throughput"].set_index(["workload", "variant", "profiler"])
     out = []
     for (w, v, p), r in tput.iterrows():
-        if p != "timing" and (w, v, "timing") in tput.index:
+        if p not in ("timing", "bare") and (w, v, "timing") in tput.index:
             t = tput.loc[(w, v, "timing")]
             if p in CEILINGS:
                 name, vals = CEILINGS[p], [100 * t["median"] / r["median"], 100 * t["lo"] / r["hi"], 100 * t["hi"] / r["lo"]]

@@ -251,6 +251,9 @@ def appendix_parts(summary, tables, envs, workload_appendix: list[str], out: Pat
     overhead = sections.overhead_section(summary)
     if overhead:
         parts += ["## What each profiler costs\n", overhead]
+    meter = sections.meter_section(summary, tables["ratios"])
+    if meter:
+        parts += ["## What the energy meter costs, and how its two figures agree\n", meter]
     compiles = out / "compiles.csv"
     cost = sections.cost_section(tables["cells"], pd.read_csv(compiles) if compiles.is_file() else None)
     if cost:
@@ -272,9 +275,10 @@ def render(out_dir: str | Path) -> Path:
              *summary_section(summary, tables, claim_rows)]
     flagged = set(map(tuple, aggregate.loss_flags(summary)[["workload", "variant"]].values))
     flagged |= set(map(tuple, aggregate.unreliable(summary[summary.profiler == "timing"])[["workload", "variant"]].values))
-    targets = sections.targets_section(summary, {str(e.get("gpu", "")) for e in envs}, flagged)
+    targets = sections.targets_section(summary, {str(e.get("gpu", "")) for e in envs}, flagged,
+                                       tables["variants"], tables["limits"])
     if targets:
-        parts += ["## Against the targets: how far optimized is from the state of the art\n", targets]
+        parts += ["## Against the targets, at each workload's own batch: how far optimized is from the state of the art\n", targets]
     diag = diagnosis.diagnose(summary, tables["kernels"], tables["ratios"])
     parts += ["## Diagnosis: each baseline's bottleneck, the fix it calls for, and what that fix measured\n",
               diagnosis.RULES, table(diag)]

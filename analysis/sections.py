@@ -232,38 +232,71 @@ TARGETS = Path(__file__).with_name("targets.yaml")
 PHASES = ("input", "forward", "backward", "optimizer", "sync")
 
 
-def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]], path: Path = TARGETS) -> str:
-    """Each target whose GPU ran here: optimized and the fastest single-GPU variant that trains,
-    as % of the target, what holds the fastest there (diagnosis.holding), the fastest step alone
-    of optimized and its levers (profiler `step`: the training step on a batch held on the GPU, no
-    input pipeline: a ceiling no loader can lift; a baseline's step is none for the fastest), and
-    the optimized cell's GPU busy share and host phases (nsys)."""
+def batch_scaled(variants: pd.DataFrame | None) -> set[tuple[str, str]]:
+    """(workload, variant) of the variants that change the workload's batch (batch_size, batch_scale)."""
+    if variants is None or variants.empty:
+        return set()
+    v = variants.reindex(columns=["workload", "variant", "batch_size", "batch_scale"])
+    scaled = (v.batch_size.fillna(0) != 0) | (v.batch_scale.fillna(1) != 1)
+    return set(zip(v.workload[scaled], v.variant[scaled]))
+
+
+def among(rows: pd.DataFrame, cells: set[tuple[str, str]]) -> pd.Series:
+    """Which rows are of the (workload, variant) cells named."""
+    return pd.Series([c in cells for c in zip(rows.workload, rows.variant)], index=rows.index, dtype=bool)
+
+
+def target_value(t: dict, limits: dict) -> tuple[float | None, float | None]:
+    """A target's value in its metric, and the MFU it implies against the measured matmul peak of
+    its precision (bf16 where the target names none); None where limits.json lacks what it needs."""
+    per_sample = limits.get("flops_per_sample", {}).get(t["workload"])
+    peak = limits.get("peak_tflops", {}).get(t.get("precision", "amp-bf16"))
+    if "mfu" in t:
+        return (t["mfu"] * peak * 1e12 / per_sample, t["mfu"]) if per_sample and peak else (None, None)
+    if t["metric"] != "throughput" or not per_sample or not peak:  # tokens/s: FLOPs are per sample
+        return t["value"], None
+    return t["value"], t["value"] * per_sample / (peak * 1e12)
+
+
+def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]], variants: pd.DataFrame | None = None,
+                    limits: dict | None = None, path: Path = TARGETS) -> str:
+    """Each target whose GPU ran here, at the workload's own batch: optimized and the fastest
+    single-GPU variant that trains, as % of the target, what holds the fastest there
+    (diagnosis.holding), the fastest variant that changes the batch (shown, never counted), the
+    fastest step alone of optimized and its levers (profiler `step`: a ceiling no loader can lift),
+    and the optimized cell's GPU busy share and host phases (nsys)."""
     import yaml
-    rows = []
+    rows, scaled = [], batch_scaled(variants)
     for t in yaml.safe_load(path.read_text()):
         w, m = t["workload"], t["metric"]
-        if not any(t["gpu"] in g for g in gpus):
+        value, mfu = target_value(t, limits or {})
+        if not any(t["gpu"] in g for g in gpus) or value is None:
             continue
         ok = summary[(summary.workload == w) & (summary.metric == m) & (summary.profiler == "timing")
                      & (summary.status == "ok") & ~summary.variant.str.fullmatch(r"ddp\d+")]
-        ok = ok[[(w, v) not in loss_flagged for v in ok.variant]]
-        if ok.empty:
+        ok = ok[~among(ok, loss_flagged)]
+        own, bigger = ok[~among(ok, scaled)], ok[among(ok, scaled)]
+        if own.empty:
             continue
         def of_target(r) -> str:
-            return f"{spread(r)} ({100 * r['median'] / t['value']:.0f}%)"
-        best, opt = ok.loc[ok["median"].idxmax()], metric(summary, w, "optimized", m)
+            return f"{spread(r)} ({100 * r['median'] / value:.0f}%)"
+        def fastest(rows):
+            return None if rows.empty else rows.loc[rows["median"].idxmax()]
+        best, opt, big = fastest(own), metric(summary, w, "optimized", m), fastest(bigger)
         steps = summary[(summary.workload == w) & (summary.metric == m) & (summary.profiler == "step")
                         & (summary.status == "ok") & summary.variant.str.startswith("optimized")]
-        step = steps.loc[steps["median"].idxmax()] if not steps.empty else None
+        step = fastest(steps[~among(steps, scaled)])
         busy = metric(summary, w, "optimized", "gpu_busy", "nsys")
         phases = {p: metric(summary, w, "optimized", f"phase_{p}", "nsys") for p in PHASES}
         host = ", ".join(f"{p} {num(r['median'])}" for p, r in sorted(
             ((p, r) for p, r in phases.items() if r is not None), key=lambda pr: -pr[1]["median"]))
-        rows.append({"workload": w, "target": f"{num(t['value'])} {best['unit']}", "reference": t["reference"],
+        rows.append({"workload": w, "target": f"{num(value)} {best['unit']}", "reference": t["reference"],
+                     "MFU it implies (measured peak)": "" if mfu is None else f"{100 * mfu:.0f}%",
                      "optimized": of_target(opt) if opt is not None else "",
                      "fastest that trains": f"{best.variant}: {of_target(best)}",
                      "what holds the fastest": diagnosis.holding(summary, w, best.variant),
                      "fastest step alone (no input)": "" if step is None else f"{step.variant}: {of_target(step)}",
+                     "larger batch (not counted)": "" if big is None else f"{big.variant}: {of_target(big)}",
                      "optimized: GPU busy (%, nsys)": num(busy["median"]) if busy is not None else "",
                      "optimized: host ms/step by phase (nsys)": host})
     return table(pd.DataFrame(rows)) if rows else ""
@@ -346,6 +379,29 @@ def overhead_section(summary: pd.DataFrame) -> str:
              "cell's wall time under the tool (s)": num(cost.get((r.workload, r.variant, r.profiler), float("nan")))
              if (r.workload, r.variant, r.profiler) in cost.index else ""} for _, r in o.iterrows()]
     return OVERHEAD_HEAD + table(pd.DataFrame(rows))
+
+
+METER_HEAD = ("Every timing run meters the GPU: NVML's energy counter read at the measured window's ends, and power, "
+              "clocks, temperature and clock-event reasons sampled every 50 ms on a thread of the training process. "
+              "What it costs: cells run again without the meter (profiler `bare`), paired by repetition; the throughput "
+              "with the meter over without (1: no cost). How far the two energy figures agree: the power samples "
+              "integrated over the window against the counter's energy (the tables use the counter), in %.\n\n")
+
+
+def meter_section(summary: pd.DataFrame, ratios: pd.DataFrame) -> str:
+    """What the energy meter costs the cells run without it too, and how the sampled power agrees
+    with the energy counter, per workload over its timing runs."""
+    cost = ratios[ratios.profiler == aggregate.METER]
+    rows = [{"workload": r.workload, "cell": r.before, "throughput with the meter / without (paired)": ratio_text(r)}
+            for _, r in cost.iterrows()]
+    agree = summary[(summary.metric == "energy_sampled_vs_counter") & (summary.profiler == "timing")]
+    per = [{"workload": w, "cells": len(g), "median of the cells' medians (%)": num(g["median"].median()),
+            "range over every run (%)": f"{num(g.lo.min())} .. {num(g.hi.max())}"}
+           for w, g in agree.groupby("workload", sort=False)]
+    if not rows and not per:
+        return ""
+    return (METER_HEAD + (table(pd.DataFrame(rows)) + "\n" if rows else "")
+            + ("Sampled power against the counter (sampled over counter, less one):\n\n" + table(pd.DataFrame(per)) if per else ""))
 
 
 COST_HEAD = ("Each run's own clock: from the cell's start to its record (under nsys or ncu, the whole process "

@@ -6,7 +6,7 @@ from profiles.input_only import InputOnly
 from profiles.ncu import Ncu
 from profiles.nsys import Nsys
 from profiles.step_only import StepOnly
-from profiles.timing import Timing
+from profiles.timing import Bare, Timing
 from profiles.torch_profiler import TorchProfiler
 
-OBSERVERS = {"timing": Timing, "input": InputOnly, "step": StepOnly, "torch": TorchProfiler, "nsys": Nsys, "ncu": Ncu}
+OBSERVERS = {"timing": Timing, "bare": Bare, "input": InputOnly, "step": StepOnly, "torch": TorchProfiler, "nsys": Nsys, "ncu": Ncu}

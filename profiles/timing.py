@@ -30,3 +30,8 @@ class Timing(Observer):
         """Why a run has no energy figure, where it has none."""
         return {} if any(m["metric"] == "energy" for m in self.metrics()) else \
             {"energy": {"measurable": False, "why": self.meter.why or "no samples in the window"}}
+
+
+class Bare(Observer):
+    """No meter at all: timing's cell without NVML's sampler, the reference for what metering costs."""
+    name = "bare"

@@ -73,3 +73,19 @@ def test_a_timing_run_on_this_cpu_records_its_energy_or_why_not(cpu_config, tmp_
     assert result["status"] == "ok"
     has = any(m["metric"] == "energy" for m in result["metrics"])
     assert has or ("RAPL" in result["timing"]["energy"]["why"] and not result["timing"]["energy"]["measurable"])
+
+
+def test_the_meters_cost_pairs_a_cells_timing_runs_with_its_bare_ones():
+    """Throughput with the meter (timing) over without (bare), per repetition, of the same cell only."""
+    import pandas as pd
+    rset = "GPU-a|abc123|2026-12-06"
+    rows = [{"workload": "lstm", "variant": v, "profiler": p, "rep": r, "metric": "throughput", "value": x, "run_set": rset}
+            for v, p, xs in (("optimized", "timing", [99, 98.9, 99.2, 99]), ("optimized", "bare", [100, 100, 100.1, 100]),
+                             ("baseline", "timing", [10, 10, 10, 10]))
+            for r, x in enumerate(xs)]
+    metrics = pd.DataFrame(rows)
+    cells = metrics.drop(columns=["metric", "value"]).assign(status="ok")
+    cost = aggregate.meter_cost(metrics, cells)
+    (r,) = cost.itertuples()  # the baseline ran without the meter nowhere: no row
+    assert (r.before, r.profiler, r.status, r.n) == ("optimized", aggregate.METER, "loss", 4)
+    assert r.median == pytest.approx(0.99, abs=0.002) and r.hi < 1

@@ -6,7 +6,7 @@ import torch
 
 import workloads
 from tests.conftest import cuda, spec_of
-from workloads import harness
+from workloads import harness, trainer
 from trainperf.sweep import run_cell
 
 
@@ -231,3 +231,36 @@ def test_a_dali_cell_where_dali_is_missing_is_planned_and_fails_where_it_runs_sa
     result = sweep.run_cell(spec, tmp_path)
     assert result["status"] == "failed"
     assert "DALI is not installed where this cell ran (pip install -e '.[dali]')" in result["reason"]
+
+
+def _overflow_step(fused) -> torch.optim.SGD:
+    """One fp16-style step whose gradients overflowed, through a GradScaler, on a fresh SGD."""
+    w = torch.nn.Parameter(torch.ones(4))
+    optimizer = trainer.sgd([w], lr=0.1, fused=fused)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+    (scaler.scale(w.sum()) * float("inf")).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    assert scaler.get_scale() == 2.0 ** 15  # the scaler saw the overflow and backs off
+    return optimizer
+
+
+def test_a_guarded_fused_sgd_leaves_an_overflow_step_to_the_scaler():
+    """The scaler skips the whole update: no momentum is started from the overflowed gradient, the
+    weights stay; the fused kernel left to itself starts one (torch 2.11), as the unfused SGD does not."""
+    for fused, started in ((False, False), ("guarded", False), (True, True)):
+        optimizer = _overflow_step(fused)
+        (w,) = optimizer.param_groups[0]["params"]
+        assert ("momentum_buffer" in optimizer.state[w]) is started, fused
+        if not started:
+            assert torch.equal(w.detach(), torch.ones(4)), fused
+
+
+@pytest.mark.parametrize("knobs,why", [({"precision": "amp-fp16"}, "GradScaler"), ({"compile": "reduce-overhead"}, "graphs of its own"),
+                                       ({"ddp": 2}, "DistributedDataParallel"), ({}, None)])
+def test_the_whole_step_graph_says_which_knobs_it_cannot_hold(knobs, why):
+    from workloads import graphed
+    from workloads.knobs import defaults
+    reason = graphed.unsupported({**defaults(), "precision": "amp-bf16", **knobs}, torch.device("cuda"))
+    assert reason is None if why is None else why in reason
+    assert "needs a CUDA GPU" in graphed.unsupported(defaults(), torch.device("cpu"))

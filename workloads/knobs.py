@@ -81,8 +81,13 @@ KNOBS: dict[str, Knob] = {
                        traced=False),
     "cudnn_benchmark": Knob(False, BOOL, "cuDNN times its algorithms and keeps the fastest",
                             cuda={True}),
-    "fused_optimizer": Knob(False, BOOL, "SGD as one fused kernel per parameter group (SGD(fused=True))"),
+    "fused_optimizer": Knob(False, {"enum": [False, True, "guarded"]},
+                            "SGD as one fused kernel per parameter group (SGD(fused=True)) | guarded: the same "
+                            "kernel, with the GradScaler skipping an overflow step itself, as for the unfused update"),
     "compile_optimizer": Knob(False, BOOL, "torch.compile the optimizer's step too: the update in a few fused kernels"),
+    "step_graph": Knob(False, BOOL, "the whole step (forward, backward, update) captured once as one CUDA graph, "
+                       "replayed on static input buffers the loader's batches are copied into",
+                       cuda={True}, traced=False),  # the graph captures the compiled model as it is
     "eager_pooling": Knob(False, BOOL, "with compile: max-pooling runs eagerly (ATen's kernels), the rest compiled",
                           needs="max_pooling", acts=lambda knobs, cuda: bool(knobs["compile"])),
     "dali_hw_decoder_load": Knob(0.65, {"type": "number", "minimum": 0, "maximum": 1},

@@ -15,7 +15,7 @@ import torch._dynamo
 from torch import nn
 
 import workloads
-from workloads import compiled, ddp, env, loaders
+from workloads import compiled, ddp, env, graphed, loaders
 from workloads.data import check_dataset
 
 AUTOCAST = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
@@ -128,6 +128,16 @@ def build(spec: dict, device: torch.device):
     return workload, model
 
 
+def sgd(params, lr: float, fused) -> torch.optim.SGD:
+    """SGD with momentum, per the fused_optimizer knob. A fused SGD takes the GradScaler's overflow
+    check into its kernel, which still advances the momentum on a step the scaler skips (torch 2.11):
+    "guarded" hands the check back to the scaler, which skips the whole update, as for the unfused one."""
+    optimizer = torch.optim.SGD(params, lr=lr, momentum=0.9, fused=bool(fused) or None)
+    if fused == "guarded":
+        optimizer._step_supports_amp_scaling = False
+    return optimizer
+
+
 class Trainer:
     """One cell's model, optimizer and input pipeline, with the variant's knobs applied."""
 
@@ -146,6 +156,9 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.knobs["precision"] == "amp-fp16")
         self.dtype = AUTOCAST.get(self.knobs["precision"])
         self.forward = self.make_forward()
+        self.graphed = None  # the step_graph knob: the whole step, captured at the first step
+        if self.knobs["step_graph"] and trains and (why := graphed.unsupported(self.knobs, self.device)):
+            raise ValueError(why)
         self.loader, self.batches = input_batches(self.workload, spec, self.device, self.shard)
         if one_batch:  # the step alone: one batch of the loader's, fed again every step
             self.batches = itertools.repeat(next(self.batches))
@@ -153,9 +166,7 @@ class Trainer:
         self.losses: dict[int, float] = {}
 
     def make_optimizer(self) -> torch.optim.SGD:
-        lr = self.workload.params.get("lr", 0.01)
-        optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9,
-                                    fused=self.knobs.get("fused_optimizer") or None)
+        optimizer = sgd(self.model.parameters(), self.workload.params.get("lr", 0.01), self.knobs["fused_optimizer"])
         if self.knobs.get("compile_optimizer"):  # GradScaler calls it as before: the update, compiled
             optimizer.step = torch.compile(optimizer.step)
         return optimizer
@@ -173,16 +184,22 @@ class Trainer:
         replica = ddp.wrap(self.model, self.device) if self.shard.world > 1 else self.model
         return torch.compile(replica, mode=mode) if mode else replica
 
-    def precision(self) -> ExitStack:
-        """The forward's context: the variant's autocast and attention kernels."""
+    def precision(self, cache: bool = True) -> ExitStack:
+        """The forward's context: the variant's autocast and attention kernels (cache: autocast's
+        cast cache, which a captured graph must not keep)."""
         stack = ExitStack()
         if self.dtype:
-            stack.enter_context(torch.autocast(self.device.type, dtype=self.dtype))
+            stack.enter_context(torch.autocast(self.device.type, dtype=self.dtype, cache_enabled=cache))
         stack.enter_context(attention_kernels(self.knobs.get("sdpa_backend", "auto")))
         return stack
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """One optimization step under the variant's precision; returns the loss (on the device)."""
+        if self.knobs["step_graph"]:
+            if self.graphed is None:
+                self.graphed = graphed.GraphedStep(self.update, self.optimizer, x, y)
+            with self.mark("forward"):  # one launch: forward, backward and update show as the forward
+                return self.graphed(x, y)
         with self.mark("forward"), self.precision():
             out = self.forward(x)
             if self.compile_cache:
@@ -194,6 +211,15 @@ class Trainer:
         with self.mark("optimizer"):
             self.scaler.step(self.optimizer)
             self.scaler.update()
+        return loss.detach()
+
+    def update(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The step as a CUDA graph captures it: no GradScaler, no host read, autocast's cast cache off
+        (a cached cast would outlive the capture); the gradients are zeroed by the caller."""
+        with self.precision(cache=False):
+            loss = self.workload.loss(self.forward(x), y)
+        loss.backward()
+        self.optimizer.step()
         return loss.detach()
 
     def sync_losses(self, i: int) -> None:
