@@ -4,6 +4,8 @@ APPENDIX.md beside it holds host calls, MFU, profiler cost, what the matrix took
 did not run. Every number comes from the tables; nothing is typed by hand."""
 from __future__ import annotations
 
+from collections import Counter
+
 import json
 from pathlib import Path
 
@@ -144,14 +146,16 @@ def gains_table(summary, tables) -> str:
 
 
 def claims_digest(c: pd.DataFrame) -> str:
-    """One line per claim: each test's verdict with its measured value and unit."""
+    """One line per claim: each test's verdict with its measured value and unit (one verdict said
+    by several tests, once with their count)."""
     rows = []
     for cid, tests in c.groupby("id", sort=False):
         said = [f"{v.split(':')[0]} ({num(x)}{'' if u == 'x' else ' '}{u}{'' if n >= 3 else f', n={int(n)}'})" if not pd.isna(x)
                 else v.split(":")[0]
                 for v, x, u, n in zip(tests.verdict, tests.value, tests.unit, tests.n.fillna(0))]
         rows.append({"claim": f"[{cid}](#claim-{cid})", "documented": tests.documented.iloc[0],
-                     "each test's verdict (measured here)": " / ".join(said)})
+                     "each test's verdict (measured here)": " / ".join(
+                         f"{v} (x{k})" if k > 1 else v for v, k in Counter(said).items())})
     return table(pd.DataFrame(rows))
 
 
@@ -202,7 +206,7 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
             *((f"Grid {g}: tokens or samples per second at each shape", sections.grid_section(summary, v, workload, g))
               for g in sorted(set(v[(v.workload == workload) & (v.kind == "grid")].chain))),
             ("Where the time goes", sections.time_section(summary, workload, out)),
-            ("Kernels of the baseline and optimized", sections.kernels_section(tables["kernels"], workload, 3, ["baseline", "optimized"]))):
+            ("Kernels of the baseline and optimized", sections.kernels_section(tables["kernels"], workload, 3, ["baseline", "optimized"], merged=True))):
         if text:
             parts += [f"### {title}\n", text]
     appendix = [f"## {workload}\n"]

@@ -142,26 +142,36 @@ def host_calls_section(calls: pd.DataFrame, workload: str, top: int = 5) -> str:
             "device-to-host copy; calls on different threads overlap):\n\n" + table(shown))
 
 
-def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5, variants=None) -> str:
+NCU_NOTE = ("sm_pct is ncu's SM throughput, the busiest of the SM's units, so on a matrix product whose busiest "
+            "unit is the tensor pipe it equals tensor_pct")
+
+
+def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5, variants=None, merged: bool = False) -> str:
     """The top kernels per profiled variant (nsys, else torch.profiler) and ncu's measurements of
-    them; `variants`: only these (None: every profiled variant)."""
+    them; `variants`: only these (None: every profiled variant); `merged`: one table, ncu's columns
+    beside the timeline's rows they measured."""
     k = kernels[(kernels.workload == workload) & (kernels.variant.isin(variants) if variants else True)]
-    parts = []
-    for prof in ("nsys", "torch"):
-        sub = k[(k.profiler == prof) & (k["rank"] <= top)]
-        if len(sub):
-            sub = sub.assign(kernel=sub.name.str.slice(0, 70))
-            parts.append(f"Top {top} kernels per profiled variant ({prof}; share: % of all kernel time):\n\n" + table(
-                sub[["variant", "rank", "kernel", "share", "ms_per_step", "calls_per_step", "mean_us"]].map(
-                    lambda v: num(v) if isinstance(v, float) else v)))
-            break
+    prof = next((p for p in ("nsys", "torch") if ((k.profiler == p) & (k["rank"] <= top)).any()), None)
+    sub = k[(k.profiler == prof) & (k["rank"] <= top)].assign(kernel=lambda d: d.name.str.slice(0, 70))
     n = k[k.profiler == "ncu"]
+    shown = lambda df: table(df.map(lambda v: num(v) if isinstance(v, float) else v))
+    if merged and len(n) and prof == "nsys":
+        ncu = n.assign(key=n.share.round(2))[["variant", "name", "key", "sm_pct", "tensor_pct", "memory_pct",
+                                             "achieved_occupancy", "theoretical_occupancy", "bound"]]
+        timeline = sub[["variant", "rank", "kernel", "name", "share", "mean_us"]]
+        both = timeline.assign(key=timeline.share.round(2)).merge(ncu, on=["variant", "name", "key"], how="left")
+        return (f"Top {top} kernels per profiled variant (nsys: share of all kernel time, %; mean duration) with "
+                f"Nsight Compute's measurements of each (one step; % of peak; occupancy in % of the maximum warps; "
+                f"{NCU_NOTE}):\n\n" + shown(both[["variant", "rank", "kernel", "share", "mean_us", "sm_pct", "tensor_pct",
+                                               "memory_pct", "achieved_occupancy", "theoretical_occupancy", "bound"]]))
+    parts = [] if prof is None else [f"Top {top} kernels per profiled variant ({prof}; share: % of all kernel time):\n\n"
+                                     + shown(sub[["variant", "rank", "kernel", "share", "ms_per_step", "calls_per_step", "mean_us"]])]
     if len(n):
         cols = ["variant", "name", "share", "duration_us", "sm_pct", "memory_pct", "dram_pct", "achieved_occupancy",
                 "theoretical_occupancy", "registers", "tensor_pct", "bound"]
         n = n.assign(name=n.name.str.slice(0, 60))[[c for c in cols if c in n]]
         parts.append("Nsight Compute on the top kernels (one measured step; % of peak; occupancy in % of the "
-                     "maximum warps):\n\n" + table(n.map(lambda v: num(v) if isinstance(v, float) else v)))
+                     f"maximum warps; {NCU_NOTE}):\n\n" + shown(n))
     return "\n".join(parts)
 
 
@@ -339,7 +349,7 @@ def limits_section(summary, variants: pd.DataFrame, limits: dict, workload: str,
     machine (no MFU where a run achieved more than that peak, which no run can: it was measured
     low), and against the datasheet's peak of the GPU (`sheet`, where the GPU has an entry)."""
     per_sample = limits.get("flops_per_sample", {}).get(workload)
-    if not per_sample:
+    if not per_sample or "precision" not in variants:  # no record with knobs: every one set aside
         return ""
     rows, over = [], []
     for _, v in variants[variants.workload == workload].iterrows():

@@ -122,6 +122,13 @@ def api_calls(runtime: pd.DataFrame, copies: pd.DataFrame, threads: pd.DataFrame
         .sort_values("ms_per_step", ascending=False)
 
 
+def sync_calls(runtime: pd.DataFrame, trainer: int, other: bool = False) -> int:
+    """Synchronizing CUDA calls of the training thread (the loop's own syncs), or of every other
+    thread (DALI's, the loader's, autograd's)."""
+    on = (runtime.tid != trainer) if other else (runtime.tid == trainer)
+    return int((runtime.name.str.contains(SYNC_CALLS) & on).sum())
+
+
 def nccl_time(kernels: pd.DataFrame) -> float:
     """GPU time (ns) in NCCL's collective kernels (the gradient all-reduce of DDP)."""
     nccl = kernels[kernels.name.str.contains(NCCL)]
@@ -142,7 +149,8 @@ def parse(path: str | Path) -> dict:
     busy, span = sum(e - s for s, e in merged), hi - lo
     gaps = timeline.gaps(merged, lo, hi)
     k, c = inside["kernels"], inside["copies"]
-    api = api_calls(inside["runtime"], c, t["threads"], first_step(t["nvtx"]).tid, steps)
+    trainer = first_step(t["nvtx"]).tid
+    api = api_calls(inside["runtime"], c, t["threads"], trainer, steps)
     on_trainer = api[api.thread == "training"]
     rows = [("profiled_steps", steps, "steps"), ("profiled_step_time", span / 1e6 / steps, "ms"),
             ("gpu_busy", 100 * busy / span, "%"),
@@ -152,7 +160,8 @@ def parse(path: str | Path) -> dict:
             ("kernels_per_step", len(k) / steps, "kernels"),
             ("graph_launches_per_step", graph_launches / steps, "launches"),
             ("kernel_mean_duration", (k.end - k.start).mean() / 1e3 if len(k) else 0.0, "us"),
-            ("sync_calls_per_step", inside["runtime"].name.str.contains(SYNC_CALLS).sum() / steps, "calls"),
+            ("sync_calls_per_step", sync_calls(inside["runtime"], trainer) / steps, "calls"),
+            ("sync_calls_other_threads", sync_calls(inside["runtime"], trainer, other=True) / steps, "calls/step"),
             ("api_time_training_thread", on_trainer.ms_per_step.sum(), "ms/step"),
             ("gpu_wait_training_thread", on_trainer[on_trainer.waits].ms_per_step.sum(), "ms/step"),
             ("allreduce_time", nccl_time(k) / 1e6 / steps, "ms/step"),

@@ -151,3 +151,18 @@ def test_graph_launches_whose_kernels_were_not_traced_are_an_error(parsed, tmp_p
     graphs = {x["metric"]: x["value"] for x in nsys.parse(path)["metrics"]}
     assert graphs["graph_launches_per_step"] == pytest.approx(1 / m["profiled_steps"])
     assert m["graph_launches_per_step"] == 0
+
+
+def test_sync_calls_are_the_training_threads_and_the_others_apart(parsed):
+    """The loop's own syncs are counted on the thread that marks the steps; other threads' (autograd's,
+    a loader's, DALI's) apart: plain SQL over the same file splits them the same way."""
+    m, _ = parsed
+    lo, hi, steps = sql("SELECT MIN(start), MAX(end), COUNT(*) FROM NVTX_EVENTS WHERE text = 'step'")[0]
+    (tid,) = sql("SELECT globalTid FROM NVTX_EVENTS WHERE text = 'step' ORDER BY start LIMIT 1")[0]
+    calls = sql(f"SELECT s.value, r.globalTid = {tid} FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+                f"WHERE r.start >= {lo} AND r.start < {hi}")
+    mine = sum(1 for name, own in calls if own and nsys.SYNC_CALLS.search(name))
+    others = sum(1 for name, own in calls if not own and nsys.SYNC_CALLS.search(name))
+    assert mine >= steps  # the baseline reads the loss every step
+    assert m["sync_calls_per_step"] == pytest.approx(mine / steps)
+    assert m["sync_calls_other_threads"] == pytest.approx(others / steps)
