@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from analysis import paired
@@ -176,12 +177,12 @@ def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, cells = [], []
     for r in records:
         keys = {**r["keys"], "run_set": paired.run_set(r["env"], r.get("started")) if r.get("env") else None}
-        cells.append({**keys, "status": r["status"], "reason": r.get("reason"),
+        cells.append({**keys, "status": r["status"], "reason": r.get("reason"), "preset": (r.get("spec") or {}).get("preset"),
                       "log_tail": " | ".join(r.get("log_tail", [])), **cost(r)})
         if r["status"] == "ok":
             rows += [{**keys, **m} for m in r["metrics"] + step_time_mean(r) + energy_per_sample(r) + ncu_metrics(r)]
     metrics = pd.DataFrame(rows, columns=[*KEYS, "rep", "metric", "value", "unit", "run_set"])
-    columns = [*KEYS, "rep", "status", "reason", "log_tail", "seconds", "first_step_s", "setup_s", "compile_s", "compile_key",
+    columns = [*KEYS, "rep", "status", "reason", "preset", "log_tail", "seconds", "first_step_s", "setup_s", "compile_s", "compile_key",
                "run_set"]
     return metrics, pd.DataFrame(cells, columns=columns)
 
@@ -220,7 +221,7 @@ def loss_check(losses: pd.DataFrame) -> pd.DataFrame:
 def summarize(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     g = metrics.groupby([*KEYS, "metric", "unit"], sort=False)["value"]
     summary = g.agg(median="median", lo="min", hi="max", n="count").reset_index()
-    summary = pd.concat([summary, derived(summary)], ignore_index=True)
+    summary = pd.concat([summary, derived(metrics)], ignore_index=True)
     summary["status"], summary["reason"] = "ok", None  # reason: filled below for cells that failed
     runs = cells.groupby(KEYS, sort=False).agg(
         ok=("status", lambda s: (s == "ok").sum()), failed=("status", lambda s: (s == "failed").sum()),
@@ -246,27 +247,29 @@ def unreliable(summary: pd.DataFrame) -> pd.DataFrame:
         [*KEYS, "how_often", "reason"]]
 
 
-def derived(summary: pd.DataFrame) -> pd.DataFrame:
+def derived(metrics: pd.DataFrame) -> pd.DataFrame:
     """Each profiler's overhead and the ceilings' shares (ratios of cells are paired: ratios.csv)."""
-    return pd.DataFrame(overheads(summary))
+    return pd.DataFrame(overheads(metrics), columns=[*KEYS, "metric", "unit", "median", "lo", "hi", "n"])
 
 
-def overheads(summary: pd.DataFrame) -> list[dict]:
+def overheads(metrics: pd.DataFrame) -> list[dict]:
     """Per cell observed by more than timing: each profiler's overhead (%), and for the loader
     alone (`input`) and the step alone (`step`) the share of their throughput the training reaches
-    (input_ceiling_used, step_ceiling_used, %)."""
-    tput = summary[summary["metric"] == "throughput"].set_index(["workload", "variant", "profiler"])
+    (input_ceiling_used, step_ceiling_used, %); each from the runs paired with a timing run of the
+    same set of runs and repetition (median, min, max over the pairs; none without a pair)."""
+    tput = metrics[metrics.metric == "throughput"]
+    timing = tput[tput.profiler == "timing"].set_index(["workload", "variant", "run_set", "rep"]).value
+    timing = timing[~timing.index.duplicated(keep="last")]
     out = []
-    for (w, v, p), r in tput.iterrows():
-        if p not in ("timing", "bare") and (w, v, "timing") in tput.index:
-            t = tput.loc[(w, v, "timing")]
-            if p in CEILINGS:
-                name, vals = CEILINGS[p], [100 * t["median"] / r["median"], 100 * t["lo"] / r["hi"], 100 * t["hi"] / r["lo"]]
-            else:
-                name, vals = "profiler_overhead", [100 * (t["median"] / r["median"] - 1), 100 * (t["lo"] / r["hi"] - 1),
-                                                   100 * (t["hi"] / r["lo"] - 1)]
-            out.append({"workload": w, "variant": v, "profiler": p, "metric": name, "unit": "%",
-                        "median": vals[0], "lo": vals[1], "hi": vals[2], "n": r["n"]})
+    for (w, v, p), runs in tput[~tput.profiler.isin(["timing", "bare"])].groupby(["workload", "variant", "profiler"]):
+        keys = list(zip([w] * len(runs), [v] * len(runs), runs.run_set, runs.rep))
+        both = [(timing[k], x) for k, x in zip(keys, runs.value) if k in timing.index]
+        if not both:
+            continue
+        t, r = np.array(both).T
+        name, vals = (CEILINGS[p], 100 * t / r) if p in CEILINGS else ("profiler_overhead", 100 * (t / r - 1))
+        out.append({"workload": w, "variant": v, "profiler": p, "metric": name, "unit": "%",
+                    "median": float(np.median(vals)), "lo": float(vals.min()), "hi": float(vals.max()), "n": len(vals)})
     return out
 
 

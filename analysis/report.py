@@ -166,7 +166,8 @@ def caveats_text(summary, tables) -> str:
              f"- {len(c['one_run'])} timing cell(s) rest on one run (no interval): " + (", ".join(c["one_run"][:12])
                                                                                      + (" ..." if len(c["one_run"]) > 12 else "")
                                                                                      if c["one_run"] else "none"),
-             f"- {c['run_sets']} set(s) of runs (GPU, commit, day); a ratio pairs runs of one set only."]
+             f"- {c['run_sets']} set(s) of runs (GPU, commit, day; [appendix]({APPENDIX}#sets-of-runs): what each holds, "
+             "the command that makes it); a ratio pairs runs of one set only."]
     return "\n".join(lines) + "\n"
 
 
@@ -251,6 +252,7 @@ def appendix_parts(summary, tables, envs, workload_appendix: list[str], out: Pat
              "The detail behind [REPORT.md](REPORT.md): every environment in full; per workload the levers past "
              "the articles, the ceilings, "
              "every profiled variant's kernels, host CUDA calls and MFU; what each profiler costs, what the matrix took to run, and the cells that did not run.\n",
+             "## Sets of runs\n", sections.run_sets_section(tables["cells"]),
              "## Environment, in full\n", environment(envs), *workload_appendix]
     overhead = sections.overhead_section(summary)
     if overhead:

@@ -414,6 +414,28 @@ def meter_section(summary: pd.DataFrame, ratios: pd.DataFrame) -> str:
             + ("Sampled power against the counter (sampled over counter, less one):\n\n" + table(pd.DataFrame(per)) if per else ""))
 
 
+def run_sets_section(cells: pd.DataFrame) -> str:
+    """Each set of runs the tables rest on (GPU, commit, day: a property of its records), what it
+    holds, and the command that makes such a set again at that commit."""
+    ran = cells[cells.status.isin(["ok", "failed"]) & cells.run_set.notna()]
+    if ran.empty:
+        return ""
+    rows = []
+    for rset, g in sorted(ran.groupby("run_set"), key=lambda kv: kv[0].split("|")[2]):
+        gpu, commit, day = rset.split("|")
+        presets = sorted(g.preset.dropna().unique()) if "preset" in g else []
+        workloads = sorted(g.workload.unique())
+        command = (f"`snakemake --cores 1 --config preset={presets[0]} \"workloads=[{','.join(workloads)}]\"`"
+                   if len(presets) == 1 else "")
+        rows.append({"day": day, "commit": commit[:12], "GPU": gpu[:12], "preset": ", ".join(presets),
+                     "workloads": ", ".join(workloads), "variants": g.variant.nunique(),
+                     "runs (failed)": f"{len(g)} ({(g.status == 'failed').sum()})", "made again by": command})
+    return ("A set of runs is its records' GPU (its UUID), commit and day; a ratio pairs runs of one set only. "
+            "The command makes such a set again from a checkout of its commit (cells.csv lists the variants "
+            "each set holds; a set that ran a part of its preset was given `variants=[...]` too).\n\n"
+            + table(pd.DataFrame(rows)))
+
+
 COST_HEAD = ("Each run's own clock: from the cell's start to its record (under nsys or ncu, the whole process "
              "under the tool), of which its first step (compilation, autotuning, the loader's first batch) and "
              "its setup (model, optimizer, loader); `compiling`, of the first steps, those in which torch.compile built "
