@@ -1,6 +1,7 @@
 """`snakemake --cores 1` on the cpu preset, end to end in a temporary copy of the project: every
 cell of the matrix ends in summary.csv, run or skipped with its reason; a second call is a no-op."""
 import json
+import os
 import shutil
 import tarfile
 import subprocess
@@ -19,8 +20,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def snakemake(workdir, *args):
+    """The pipeline's records name this checkout's last commit, edits in the tree or not: the tables
+    publish them (a record of an uncommitted tree is set aside)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--directory", str(workdir), *args]
-    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1800)
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1800,
+                          env={**os.environ, "TRAINPERF_GIT_COMMIT": head or "unknown"})
 
 
 @pytest.fixture(scope="module")
