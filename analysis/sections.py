@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import aggregate, diagnosis, figures
-from analysis.tables import fmt, num, ratio_row, ratio_text, row as metric, spread, table
+from analysis import aggregate, diagnosis, figures, targets
+from analysis.tables import PHASES, fmt, num, ratio_row, ratio_text, row as metric, spread, table
 
 
 def stage_variants(cells: pd.DataFrame, chain: list[str], workload: str) -> list[tuple[str, str]]:
@@ -238,76 +238,24 @@ def step_share(r) -> str:
     return f"{spread(r)} **inconsistent: faster than its step alone**"
 
 
-TARGETS = Path(__file__).with_name("targets.yaml")
-PHASES = ("input", "forward", "backward", "optimizer", "sync")
-
-
-def batch_scaled(variants: pd.DataFrame | None) -> set[tuple[str, str]]:
-    """(workload, variant) of the variants that change the workload's batch (batch_size, batch_scale)."""
-    if variants is None or variants.empty:
-        return set()
-    v = variants.reindex(columns=["workload", "variant", "batch_size", "batch_scale"])
-    scaled = (v.batch_size.fillna(0) != 0) | (v.batch_scale.fillna(1) != 1)
-    return set(zip(v.workload[scaled], v.variant[scaled]))
-
-
-def among(rows: pd.DataFrame, cells: set[tuple[str, str]]) -> pd.Series:
-    """Which rows are of the (workload, variant) cells named."""
-    return pd.Series([c in cells for c in zip(rows.workload, rows.variant)], index=rows.index, dtype=bool)
-
-
-def target_value(t: dict, limits: dict) -> tuple[float | None, float | None]:
-    """A target's value in its metric, and the MFU it implies against the measured matmul peak of
-    its precision (bf16 where the target names none); None where limits.json lacks what it needs."""
-    per_sample = limits.get("flops_per_sample", {}).get(t["workload"])
-    peak = limits.get("peak_tflops", {}).get(t.get("precision", "amp-bf16"))
-    if "mfu" in t:
-        return (t["mfu"] * peak * 1e12 / per_sample, t["mfu"]) if per_sample and peak else (None, None)
-    if t["metric"] != "throughput" or not per_sample or not peak:  # tokens/s: FLOPs are per sample
-        return t["value"], None
-    return t["value"], t["value"] * per_sample / (peak * 1e12)
-
-
 def targets_section(summary, gpus: set[str], loss_flagged: set[tuple[str, str]], variants: pd.DataFrame | None = None,
-                    limits: dict | None = None, path: Path = TARGETS) -> str:
-    """Each target whose GPU ran here, at the workload's own batch: optimized and the fastest
-    single-GPU variant that trains, as % of the target, what holds the fastest there
-    (diagnosis.holding), the fastest variant that changes the batch (shown, never counted), the
-    fastest step alone of optimized and its levers (profiler `step`: a ceiling no loader can lift),
-    and the optimized cell's GPU busy share and host phases (nsys)."""
-    import yaml
-    rows, scaled = [], batch_scaled(variants)
-    for t in yaml.safe_load(path.read_text()):
-        w, m = t["workload"], t["metric"]
-        value, mfu = target_value(t, limits or {})
-        if not any(t["gpu"] in g for g in gpus) or value is None:
-            continue
-        ok = summary[(summary.workload == w) & (summary.metric == m) & (summary.profiler == "timing")
-                     & (summary.status == "ok") & ~summary.variant.str.fullmatch(r"ddp\d+")]
-        ok = ok[~among(ok, loss_flagged)]
-        own, bigger = ok[~among(ok, scaled)], ok[among(ok, scaled)]
-        if own.empty:
-            continue
+                    limits: dict | None = None, path: Path = targets.TARGETS) -> str:
+    """The targets table (analysis/targets.py computes it): each as % of the target."""
+    rows = []
+    for t in targets.against(summary, gpus, loss_flagged, variants, limits, path):
         def of_target(r) -> str:
-            return f"{spread(r)} ({100 * r['median'] / value:.0f}%)"
-        def fastest(rows):
-            return None if rows.empty else rows.loc[rows["median"].idxmax()]
-        best, opt, big = fastest(own), metric(summary, w, "optimized", m), fastest(bigger)
-        steps = summary[(summary.workload == w) & (summary.metric == m) & (summary.profiler == "step")
-                        & (summary.status == "ok") & summary.variant.str.startswith("optimized")]
-        step = fastest(steps[~among(steps, scaled)])
-        busy = metric(summary, w, "optimized", "gpu_busy", "nsys")
-        phases = {p: metric(summary, w, "optimized", f"phase_{p}", "nsys") for p in PHASES}
-        host = ", ".join(f"{p} {num(r['median'])}" for p, r in sorted(
-            ((p, r) for p, r in phases.items() if r is not None), key=lambda pr: -pr[1]["median"]))
-        rows.append({"workload": w, "target": f"{num(value)} {best['unit']}", "reference": t["reference"],
-                     "MFU it implies (measured peak)": "" if mfu is None else f"{100 * mfu:.0f}%",
-                     "optimized": of_target(opt) if opt is not None else "",
-                     "fastest that trains": f"{best.variant}: {of_target(best)}",
-                     "what holds the fastest": diagnosis.holding(summary, w, best.variant),
-                     "fastest step alone (no input)": "" if step is None else f"{step.variant}: {of_target(step)}",
-                     "larger batch (not counted)": "" if big is None else f"{big.variant}: {of_target(big)}",
-                     "optimized: GPU busy (%, nsys)": num(busy["median"]) if busy is not None else "",
+            return f"{spread(r)} ({100 * r['median'] / t['value']:.0f}%)"
+        def named(r) -> str:
+            return "" if r is None else f"{r.variant}: {of_target(r)}"
+        host = ", ".join(f"{p} {num(r['median'])}" for p, r in t["phases"])
+        rows.append({"workload": t["workload"], "target": f"{num(t['value'])} {t['unit']}", "reference": t["reference"],
+                     "MFU it implies (measured peak)": "" if t["mfu"] is None else f"{100 * t['mfu']:.0f}%",
+                     "optimized": of_target(t["optimized"]) if t["optimized"] is not None else "",
+                     "fastest that trains": named(t["fastest"]),
+                     "what holds the fastest": diagnosis.holding(summary, t["workload"], t["fastest"].variant),
+                     "fastest step alone (no input)": named(t["step"]),
+                     "larger batch (not counted)": named(t["larger"]),
+                     "optimized: GPU busy (%, nsys)": num(t["busy"]["median"]) if t["busy"] is not None else "",
                      "optimized: host ms/step by phase (nsys)": host})
     return table(pd.DataFrame(rows)) if rows else ""
 

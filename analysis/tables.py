@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+PHASES = ("input", "forward", "backward", "optimizer", "sync")  # the loop phases the harness marks, in order
+
 
 def num(x: float) -> str:
     """1,234 for large values, 3 significant digits below 1,000."""

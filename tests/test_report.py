@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import aggregate, paired, report, sections
+from analysis import aggregate, paired, report, sections, targets
 from analysis.tables import num, ratio_row, ratio_text
 
 H200 = sorted((Path(__file__).parent / "data" / "h200-timing").glob("*.json"))
@@ -158,7 +158,7 @@ def test_targets_name_the_fastest_variant_that_trains(results):
     row = next(line for line in text.splitlines() if line.startswith("| resnet50 | 7,200"))
     summary = pd.read_csv(results / "summary.csv")
     tput = summary[(summary.workload == "resnet50") & (summary.metric == "throughput") & (summary.status == "ok")]
-    tput = tput[~sections.among(tput, sections.batch_scaled(pd.read_csv(results / "variants.csv")))]
+    tput = tput[~targets.among(tput, targets.batch_scaled(pd.read_csv(results / "variants.csv")))]
     fastest = tput.loc[tput["median"].idxmax()]
     assert f"{fastest.variant}: {num(fastest['median'])} ({100 * fastest['median'] / 7200:.0f}%)" in row
 
@@ -210,11 +210,11 @@ def test_a_larger_batch_is_shown_beside_a_target_never_counted_for_it():
 def test_a_target_set_as_mfu_is_the_measured_peak_over_the_models_flops():
     from analysis import sections
     limits = {"peak_tflops": {"amp-bf16": 600.0}, "flops_per_sample": {"transformer_lm": 2e10, "resnet50": 2.4e10}}
-    value, mfu = sections.target_value({"workload": "transformer_lm", "metric": "throughput", "mfu": 0.4}, limits)
+    value, mfu = targets.target_value({"workload": "transformer_lm", "metric": "throughput", "mfu": 0.4}, limits)
     assert value == pytest.approx(0.4 * 600e12 / 2e10) and mfu == 0.4
-    value, mfu = sections.target_value({"workload": "resnet50", "metric": "throughput", "value": 7200}, limits)
+    value, mfu = targets.target_value({"workload": "resnet50", "metric": "throughput", "value": 7200}, limits)
     assert value == 7200 and mfu == pytest.approx(7200 * 2.4e10 / 600e12)
-    assert sections.target_value({"workload": "transformer_lm", "metric": "throughput", "mfu": 0.4}, {}) == (None, None)
+    assert targets.target_value({"workload": "transformer_lm", "metric": "throughput", "mfu": 0.4}, {}) == (None, None)
 
 
 def test_a_cell_that_failed_in_some_runs_is_marked_and_never_the_fastest_that_trains(tmp_path):
