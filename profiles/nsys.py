@@ -31,10 +31,12 @@ GAP_LABELS = ["<10us", "10-100us", "0.1-1ms", "1-10ms", ">=10ms"]
 SYNC_CALLS = re.compile(r"Synchronize|^cudaMemcpy(?:_v\d+)?$|^cuMemcpy[DH]to[DH](?:_v\d+)?$")
 COPY_CALLS = re.compile(r"memcpy", re.IGNORECASE)  # cudaMemcpy*, cuMemcpy*: the API calls of copies
 NCCL = re.compile(r"^nccl", re.IGNORECASE)
+LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw|transpose|permute", re.IGNORECASE)  # kernels that only move a layout
 # name -> (the table it needs, the query); `proc`: the process id part of nsys's global ids
 QUERIES = {
     "kernels": ("CUPTI_ACTIVITY_KIND_KERNEL",
                 "SELECT k.start, k.end, s.value AS name, m.value AS mangled, k.graphNodeId AS graph_node, "
+                "k.correlationId AS corr, "
                 "k.globalPid >> 24 AS proc "
                 "FROM CUPTI_ACTIVITY_KIND_KERNEL k "
                 "JOIN StringIds s ON s.id = k.shortName JOIN StringIds m ON m.id = k.mangledName"),
@@ -129,6 +131,21 @@ def sync_calls(runtime: pd.DataFrame, trainer: int, other: bool = False) -> int:
     return int((runtime.name.str.contains(SYNC_CALLS) & on).sum())
 
 
+def forward_kernels(kernels: pd.DataFrame, runtime: pd.DataFrame, nvtx: pd.DataFrame, trainer: int) -> tuple[float, float]:
+    """Kernels per forward pass, and of them the layout kernels (LAYOUT: names that say a transpose
+    or an NCHW/NHWC conversion): the kernels whose launch call the training thread made inside a
+    `forward` range (a CUDA graph's kernels, by the graph's launch)."""
+    forward = nvtx[(nvtx.name == "forward") & (nvtx.tid == trainer)]
+    if forward.empty:
+        return 0.0, 0.0
+    calls = runtime[runtime.tid == trainer]
+    inside = np.zeros(len(calls), dtype=bool)
+    for lo, hi in zip(forward.start, forward.end):
+        inside |= (calls.start.to_numpy() >= lo) & (calls.start.to_numpy() < hi)
+    k = kernels[kernels["corr"].isin(set(calls["corr"][inside]))]
+    return len(k) / len(forward), int(k.name.str.contains(LAYOUT).sum()) / len(forward)
+
+
 def nccl_time(kernels: pd.DataFrame) -> float:
     """GPU time (ns) in NCCL's collective kernels (the gradient all-reduce of DDP)."""
     nccl = kernels[kernels.name.str.contains(NCCL)]
@@ -158,6 +175,9 @@ def parse(path: str | Path) -> dict:
             ("idle_gaps_per_step", len(gaps) / steps, "gaps"), ("idle_time", gaps.sum() / 1e6 / steps, "ms/step"),
             ("idle_longest", gaps.max(initial=0) / 1e6, "ms"),
             ("kernels_per_step", len(k) / steps, "kernels"),
+            *zip(("kernels_per_forward", "layout_kernels_per_forward"),
+                 forward_kernels(k, inside["runtime"], t["nvtx"][(t["nvtx"].start >= lo) & (t["nvtx"].start < hi)], trainer),
+                 ("kernels", "kernels")),
             ("graph_launches_per_step", graph_launches / steps, "launches"),
             ("kernel_mean_duration", (k.end - k.start).mean() / 1e3 if len(k) else 0.0, "us"),
             ("sync_calls_per_step", sync_calls(inside["runtime"], trainer) / steps, "calls"),

@@ -166,3 +166,23 @@ def test_sync_calls_are_the_training_threads_and_the_others_apart(parsed):
     assert mine >= steps  # the baseline reads the loss every step
     assert m["sync_calls_per_step"] == pytest.approx(mine / steps)
     assert m["sync_calls_other_threads"] == pytest.approx(others / steps)
+
+
+def test_kernels_per_forward_are_those_launched_inside_the_forward_ranges():
+    """ResNet-50's baseline capture: the kernels whose launch call the training thread made inside
+    a `forward` range, per forward, as plain SQL counts them."""
+    path = CAPTURE.parent / "resnet50-baseline-nsys" / "nsys.sqlite"
+    m = {x["metric"]: x["value"] for x in nsys.parse(path)["metrics"]}
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        lo, hi = db.execute("SELECT MIN(start), MAX(end) FROM NVTX_EVENTS WHERE text = 'step'").fetchone()
+        (tid,) = db.execute("SELECT globalTid FROM NVTX_EVENTS WHERE text = 'step' ORDER BY start LIMIT 1").fetchone()
+        ranges = f"FROM NVTX_EVENTS f WHERE f.text = 'forward' AND f.globalTid = {tid} AND f.start >= {lo} AND f.start < {hi}"
+        (forwards,) = db.execute(f"SELECT COUNT(*) {ranges}").fetchone()
+        (kernels,) = db.execute(
+            f"SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+            f"ON r.correlationId = k.correlationId AND r.globalTid = {tid} "
+            f"WHERE EXISTS (SELECT 1 {ranges} AND r.start >= f.start AND r.start < f.end)").fetchone()
+    assert forwards >= 3 and kernels > 100 * forwards  # an eager fp32 ResNet-50: a few hundred per forward
+    assert m["kernels_per_forward"] == pytest.approx(kernels / forwards)
+    assert m["layout_kernels_per_forward"] == 0  # eager NCHW: no layout conversion
+    assert m["kernels_per_forward"] < m["kernels_per_step"] / 2  # the backward launches more than the forward
