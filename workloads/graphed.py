@@ -42,7 +42,8 @@ class GraphedStep:
         torch.cuda.current_stream().wait_stream(side)
         optimizer.zero_grad(set_to_none=True)  # the captured backward allocates the gradients in the graph's pool
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        # thread_local: the loader's threads (DALI's, the pin-memory thread) keep calling CUDA meanwhile
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             self.loss = update(self.x, self.y)
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
