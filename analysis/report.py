@@ -4,9 +4,8 @@ APPENDIX.md beside it holds host calls, MFU, profiler cost, what the matrix took
 did not run. Every number comes from the tables; nothing is typed by hand."""
 from __future__ import annotations
 
-from collections import Counter
-
 import json
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +13,7 @@ import pandas as pd
 import yaml
 
 from analysis import aggregate, claims, diagnosis, figures, sections, summary as first
-from analysis.tables import digits, fmt, num, ratio_row, ratio_text, table
+from analysis.tables import digits, fmt, num, ratio_row, ratio_text, row, table
 
 ANCHORS = Path(__file__).with_name("anchors.yaml")
 APPENDIX = "APPENDIX.md"
@@ -38,11 +37,10 @@ def cell(summary: pd.DataFrame, workload: str, variant: str, metric: str) -> str
 
 def cost(summary: pd.DataFrame, workload: str, variant: str, price: float | None) -> str:
     """The price of a million samples at `price` per GPU-hour: price x GPU-hours per 1M samples."""
-    r = summary[(summary.workload == workload) & (summary.variant == variant) & (summary.metric == "throughput")
-                & (summary.profiler == "timing")]
-    if not price or r.empty:
+    r = row(summary, workload, variant, "throughput")
+    if not price or r is None:
         return ""
-    return fmt(*(price * 1e6 / 3600 / r.iloc[0][k] for k in ("median", "hi", "lo")))
+    return fmt(*(price * 1e6 / 3600 / r[k] for k in ("median", "hi", "lo")))
 
 
 def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, names: list[str],
