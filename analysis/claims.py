@@ -9,7 +9,8 @@ the paired ratio of its pair (analysis/paired.py) and that ratio's 95 % interval
   its interval stays outside that band;
 - not established: the interval holds no change;
 - does not hold (the opposite): the interval lies on the other side of no change;
-- not measurable here: with why (a cell not run or failed, too few pairs, a metric not observed).
+- no verdict, with why: too few pairs for an interval; not run here (the preset left a cell out);
+  not measurable here (a cell failed, or its record does not give the metric).
 A share (a value of one cell, e.g. an occupancy) holds where its interval over the runs of one set
 overlaps the documented range (or a factor of SIZE_FACTOR around the documented value); from fewer
 than three runs (a profiler that observes one repetition) its min..max is judged, and it says so.
@@ -32,7 +33,11 @@ RULE = (f"A claim is judged on its gain: the paired ratio after / before of its 
         f"**holds**: the interval reaches the documented gain within a factor of {SIZE_FACTOR:g} either way; "
         f"**holds in direction**: an established gain of the documented sign whose interval stays outside that band; "
         f"**not established**: the interval holds no change; **does not hold**: the interval lies on the other side; "
-        f"**not measurable here**: why. A share holds where its interval over one set's runs overlaps the documented range.\n")
+        f"**too few pairs** (fewer than {paired.MIN_PAIRS}), **unpaired** (no set of runs measured both cells), "
+        f"**not run here**, **not measurable here** (a cell failed or does not give the metric): no verdict, and why. "
+        f"A share (one cell's value) holds where its interval over one set's runs overlaps the documented range, or "
+        f"a factor of {SIZE_FACTOR:g} around a documented value; from fewer than {paired.MIN_PAIRS} runs their "
+        f"min..max is judged, and the verdict says so.\n")
 
 
 def load(path: str | Path = REGISTRY) -> list[dict]:
@@ -90,12 +95,12 @@ def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None
     """The verdict of one test from its measurement (see the module's rules)."""
     if kind == "share":
         if m["status"] not in ("value", "too few pairs"):
-            return "not measurable here"
+            return undecided(m)
         band = within or [effect / SIZE_FACTOR, effect * SIZE_FACTOR]
         said = "holds" if m["lo"] <= band[1] and m["hi"] >= band[0] else "does not hold (outside the documented range)"
         return said if m["status"] == "value" else f"{said}, from {m['n']} run(s): no interval"
     if m["status"] not in ("gain", "loss", "not established"):
-        return "not measurable here"
+        return undecided(m)
     neutral = 0.0 if kind == "difference" else 1.0
     lo, hi = m["lo"] - neutral, m["hi"] - neutral
     if lo <= 0 <= hi:
@@ -105,9 +110,20 @@ def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None
         return "does not hold (the opposite)"
     if documented is None:
         said = lo > 0 if expect == "higher" else hi < 0
-        return "holds (the direction; the source gives no size)" if said else "does not hold (the opposite)"
+        return "holds (direction only: no size documented)" if said else "does not hold (the opposite)"
     small, large = sorted([documented / SIZE_FACTOR, documented * SIZE_FACTOR])
     return "holds" if lo <= large and hi >= small else "holds in direction, different size"
+
+
+def undecided(m: dict) -> str:
+    """Why a test has no verdict, in a few words (its `why` says the rest)."""
+    if m.get("status") == "too few pairs":
+        return "too few pairs"
+    why = str(m.get("why") or "")
+    if why.endswith(": not run"):
+        return "not run here"
+    paired_apart = m.get("status") == "unpaired" and (not why or why.startswith("no set of runs"))
+    return "unpaired" if paired_apart else "not measurable here"
 
 
 def evaluate(metrics: pd.DataFrame, cells: pd.DataFrame, claims: list[dict] | None = None) -> pd.DataFrame:
@@ -118,7 +134,7 @@ def evaluate(metrics: pd.DataFrame, cells: pd.DataFrame, claims: list[dict] | No
             m = measure(t, metrics, cells)
             beside = measure({**t, "kind": "share", "metric": t["beside"]}, metrics, cells) if "beside" in t else {}
             rows.append({"id": c["id"], "source": c["source"], "hardware": c["hardware"], "claim": c["claim"],
-                         "documented": documented(c, t), "pair": describe(t), "unit": unit(c, t),
+                         "documented": documented(c, t), "pair": describe(t), "metric": t["metric"], "unit": unit(c, t),
                          "before": t["before"], "after": t.get("after"), "why this pair": t.get("why", ""),
                          "value": m.get("median"), "lo": m.get("lo"), "hi": m.get("hi"), "n": m.get("n"),
                          "run_set": m.get("run_set"), "verdict": verdict(t["kind"], m, t.get("effect"), t.get("range"), t.get("expect", "higher")),

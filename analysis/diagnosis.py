@@ -115,7 +115,7 @@ def diagnose(summary: pd.DataFrame, kernels: pd.DataFrame, ratios: pd.DataFrame)
         r = ratio_row(ratios, workload, "baseline", fix) if fix else None
         if r is None or pd.isna(r.get("lo")):
             effect = ratio_text(r)
-            verdict = ("not measurable here" if r is None else f"not measurable here ({r['status']})") if fix \
+            verdict = ("not run here" if r is None else f"unverified ({r['status']})") if fix \
                 else "no rule matched"
         else:
             effect = ratio_text(r)

@@ -32,8 +32,8 @@ def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str],
     kinds = kinds or {}
     sns.set_theme(style="whitegrid")
     fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.6))
-    for i, r in enumerate(rows.itertuples()):
-        ax.barh(i, r.median, color=KIND_COLORS.get(kinds.get(r.after, "other"), KIND_COLORS["other"]),
+    for i, r in enumerate(rows.itertuples()):  # each bar drawn from 1x, leftward for a loss
+        ax.barh(i, r.median - 1.0, left=1.0, color=KIND_COLORS.get(kinds.get(r.after, "other"), KIND_COLORS["other"]),
                 edgecolor="white", **STATUS_STYLE[r.status])
     has = rows.lo.notna()
     y = range(len(rows))
@@ -46,11 +46,14 @@ def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str],
     for i, (value, edge, n, s) in enumerate(zip(rows["median"], right, rows.n, rows.status)):
         label = f"{value:.2g}x" + (f" (n={int(n)}, no interval)" if s == "too few pairs" else
                                    " (not established)" if s == "not established" else "")
-        ax.annotate(label, (edge, i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+        ax.annotate(label, (max(edge, 1.0), i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
     ax.set_xlim(right=right.max() * 3.5)
     ax.set_xlabel("throughput over the baseline's (paired ratio, x, log scale)")
-    ax.set_title(f"{workload}: speedup over the baseline\n(median of paired ratios; whiskers: 95 % interval)",
-                 fontsize=10)
+    ax.set_xlim(left=min(0.8, rows.lo.fillna(rows["median"]).min() / 1.25))
+    ticks = [t for t in (0.5, 1, 2, 5, 10, 20, 50, 100) if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    ax.set_xticks(ticks, [f"{t:g}x" for t in ticks])
+    whiskers = "; whiskers: 95 % interval" if has.any() else "; no interval: too few pairs"
+    ax.set_title(f"{workload}: speedup over the baseline\n(median of paired ratios{whiskers})", fontsize=10)
     shown = dict.fromkeys(kinds.get(v, "other") for v in rows.after)
     handles = [matplotlib.patches.Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=k) for k in shown]
     handles += [matplotlib.patches.Patch(facecolor="white", edgecolor="grey", label=s, hatch=STATUS_STYLE[s]["hatch"])
@@ -59,8 +62,9 @@ def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str],
     return save(fig, path)
 
 
-def save(fig, path: Path) -> Path:
-    fig.tight_layout()
+def save(fig, path: Path, tight: bool = True) -> Path:
+    if tight:
+        fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -96,21 +100,35 @@ def waterfall(stages: pd.DataFrame, workload: str, unit: str, path: Path) -> Pat
 
 def time_per_step(phases: pd.DataFrame, workload: str, profiler: str, path: Path) -> Path | None:
     """Stacked bars per variant: the host's time per step (ms) in each phase of the loop (NVTX
-    ranges: input, forward, backward, optimizer, sync) and the rest of the step; the total beside."""
+    ranges: input, forward, backward, optimizer, sync) and the rest of the step; the total beside.
+    Steps five times shorter than the slowest get a panel and a scale of their own."""
     if phases.empty:
         return None
-    sns.set_theme(style="whitegrid")
-    fig, ax = plt.subplots(figsize=(8, 0.42 * len(phases) + 1.8))
-    left = pd.Series(0.0, index=phases.index)
+    phases = phases.sort_values("total", ascending=False).reset_index(drop=True)
+    slow = phases.total > phases.total.max() / 5
+    groups = [g for g in (phases[slow], phases[~slow]) if not g.empty]
     cols = [c for c in phases.columns if c not in ("variant", "total")]
-    for col, color in zip(cols, sns.color_palette("Set2", len(cols))):
-        ax.barh(phases.variant, phases[col], left=left, color=color, label=col)
+    colors = dict(zip(cols, sns.color_palette("Set2", len(cols))))
+    sns.set_theme(style="whitegrid")
+    fig, axes = plt.subplots(len(groups), 1, figsize=(8, 0.42 * len(phases) + 1.6 + 0.5 * len(groups)), squeeze=False,
+                             gridspec_kw={"height_ratios": [len(g) + 0.6 for g in groups]})
+    for ax, g in zip(axes[:, 0], groups):
+        stacked(ax, g, cols, colors)
+    axes[-1, 0].set_xlabel("host time per step (ms)")
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), fontsize=8, loc="lower center", ncol=len(cols), frameon=False)
+    fig.suptitle(f"{workload}: time per step by phase ({profiler})", fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return save(fig, path, tight=False)
+
+
+def stacked(ax, phases: pd.DataFrame, cols: list[str], colors: dict) -> None:
+    """One panel of time_per_step: the slowest variant on top, each bar's total beside it."""
+    left = pd.Series(0.0, index=phases.index)
+    for col in cols:
+        ax.barh(phases.variant, phases[col], left=left, color=colors[col], label=col)
         left += phases[col]
     for i, total in enumerate(phases.total):
-        ax.annotate(f"{total:,.0f} ms" if total >= 1000 else f"{total:.3g} ms", (total, i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+        ax.annotate(f"{total:,.0f} ms" if total >= 1000 else f"{total:.3g} ms", (total, i), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8)
     ax.set_xlim(0, phases.total.max() * 1.25)
-    ax.set_xlabel("host time per step (ms)")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / (0.42 * len(phases) + 1.8) - 0.12),
-              ncol=len(cols), frameon=False)
-    ax.set_title(f"{workload}: time per step by phase ({profiler})", fontsize=10)
-    return save(fig, path)
+    ax.invert_yaxis()

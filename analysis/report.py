@@ -144,26 +144,26 @@ def gains_table(summary, tables) -> str:
 
 
 def claims_digest(c: pd.DataFrame) -> str:
-    """One line per claim: each test's verdict with its measured value and unit (one verdict said
-    by several tests, once with their count)."""
+    """One line per claim: the figures it documents, and each test's metric, verdict and measured
+    value with its unit (one verdict said by several tests of a metric, once with their count)."""
     rows = []
     for cid, tests in c.groupby("id", sort=False):
-        said = [f"{v.split(':')[0]} ({num(x)}{'' if u == 'x' else ' '}{u}{'' if n >= 3 else f', n={int(n)}'})" if not pd.isna(x)
-                else v.split(":")[0]
-                for v, x, u, n in zip(tests.verdict, tests.value, tests.unit, tests.n.fillna(0))]
-        rows.append({"claim": f"[{cid}](#claim-{cid})", "documented": tests.documented.iloc[0],
-                     "each test's verdict (measured here)": " / ".join(
+        said = [f"{m}: {v.split(':')[0]}" + (f" ({num(x)}{'' if u == 'x' else ' '}{u}{'' if n >= 3 else f', n={int(n)}'})"
+                                             if not pd.isna(x) else "")
+                for m, v, x, u, n in zip(tests.metric, tests.verdict, tests.value, tests.unit, tests.n.fillna(0))]
+        rows.append({"claim": f"[{cid}](#claim-{cid})", "documented": " / ".join(dict.fromkeys(tests.documented)),
+                     "each test: metric, verdict (measured here)": " / ".join(
                          f"{v} (x{k})" if k > 1 else v for v, k in Counter(said).items())})
     return table(pd.DataFrame(rows))
 
 
 def caveats_text(summary, tables) -> str:
     c = first.caveats(summary, tables["cells"])
-    lines = [f"- {len(c['failed'])} cell(s) failed in some or all runs and count in no speedup: "
-             + (", ".join(c["failed"]) if c["failed"] else "none"),
-             f"- {len(c['one_run'])} timing cell(s) rest on one run (no interval): " + (", ".join(c["one_run"][:12])
-                                                                                     + (" ..." if len(c["one_run"]) > 12 else "")
-                                                                                     if c["one_run"] else "none"),
+    one, more = c["one_run"][:12], len(c["one_run"]) - 12
+    lines = [f"- {len(c['failed'])} cell(s) failed in some or all runs and count in no speedup: " + ", ".join(c["failed"])
+             if c["failed"] else "- No cell failed.",
+             f"- {len(c['one_run'])} timing cell(s) rest on one run (no interval): " + ", ".join(one)
+             + (f" and {more} more" if more > 0 else "") if one else "- Every timing cell ran more than once.",
              f"- {c['run_sets']} set(s) of runs (GPU, commit, day; [appendix]({APPENDIX}#sets-of-runs): what each holds, "
              "the command that makes it); a ratio pairs runs of one set only."]
     return "\n".join(lines) + "\n"
@@ -171,8 +171,8 @@ def caveats_text(summary, tables) -> str:
 
 def summary_section(summary, tables, claim_rows) -> list[str]:
     return ["## Summary\n", "**What each workload trains at** (throughput: median [min, max] over runs; speedup: "
-            "median of ratios paired within one set of runs [95 % bootstrap interval; from 3 pairs it spans their "
-            "range]). `optimized` applies every fix that acts on the workload here; the article's chain repeats "
+            "median of ratios paired within one set of runs [95 % bootstrap interval; from 3 pairs it is their range, "
+            "which holds the true median 3 times in 4]). `optimized` applies every fix that acts on the workload here; the article's chain repeats "
             "its own scenario:\n", headline_table(summary, tables),
             "**The fixes that gained most**, by side (input: the loader and the copy; step: the GPU's work and the "
             "host's syncs), each on the first of these bases that gives it an interval: a step-side fix at the step "

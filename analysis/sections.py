@@ -122,9 +122,10 @@ def time_section(summary, workload, out: Path) -> str:
                     "idle": "idle (%)", "input wait": "waiting for input (%)"})
     shown = shown.map(lambda v: "" if v is None or (isinstance(v, float) and pd.isna(v)) else
                       (num(v) if isinstance(v, float) else v))
-    figs = [figures.time_per_step(phases(summary, workload, p), workload, p, out / "figures" / f"time-{workload}-{p}.png")
-            for p in ("nsys", "torch")]
-    return table(shown) + "".join(f"\n![{workload} time per step]({f.parent.name}/{f.name})\n" for f in figs if f)
+    figs = {p: figures.time_per_step(phases(summary, workload, p), workload, p, out / "figures" / f"time-{workload}-{p}.png")
+            for p in ("nsys", "torch")}
+    return table(shown) + "".join(f"\n![{workload} time per step ({p})]({f.parent.name}/{f.name})\n"
+                                  for p, f in figs.items() if f)
 
 
 def host_calls_section(calls: pd.DataFrame, workload: str, top: int = 5) -> str:

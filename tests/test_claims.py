@@ -32,7 +32,7 @@ def measured(median, lo, hi, kind="ratio", status=None):
     ("ratio", (33.0, 30.0, 35.0), 3.0, "holds in direction, different size"),
     ("ratio", (1.02, 0.97, 1.08), 3.0, "not established"),
     ("ratio", (0.8, 0.7, 0.9), 1.25, "does not hold (the opposite)"),
-    ("ratio", (1.5, 1.4, 1.6), None, "holds (the direction; the source gives no size)"),
+    ("ratio", (1.5, 1.4, 1.6), None, "holds (direction only: no size documented)"),
     ("ratio", (0.8, 0.7, 0.9), None, "does not hold (the opposite)"),
     ("reduction", (10.0, 9.0, 12.0), 13.3, "holds"),
     ("reduction", (1.5, 1.3, 1.7), 13.3, "holds in direction, different size"),
@@ -48,17 +48,19 @@ def test_verdict_branches(kind, values, effect, expected):
 
 def test_a_direction_without_a_size_can_be_documented_as_a_fall():
     assert claims.verdict("ratio", measured(0.8, 0.7, 0.9), None, expect="lower") == \
-        "holds (the direction; the source gives no size)"
+        "holds (direction only: no size documented)"
     assert claims.verdict("ratio", measured(1.2, 1.1, 1.3), None, expect="lower") == "does not hold (the opposite)"
     assert claims.verdict("ratio", measured(1.0, 0.9, 1.1), None, expect="lower") == "not established"
 
 
-@pytest.mark.parametrize("kind,status", [("ratio", "too few pairs"), ("ratio", "unpaired"), ("ratio", "failed"),
-                                         ("difference", "too few pairs"), ("share", "unpaired")])
-def test_what_has_no_interval_is_not_measurable(kind, status):
+@pytest.mark.parametrize("kind,status,said", [("ratio", "too few pairs", "too few pairs"), ("ratio", "unpaired", "unpaired"),
+                                              ("ratio", "failed", "not measurable here"),
+                                              ("difference", "too few pairs", "too few pairs"),
+                                              ("share", "unpaired", "unpaired")])
+def test_what_has_no_interval_gets_no_verdict(kind, status, said):
     """Fewer than three pairs, no set of runs that measured both cells, a failed cell: no verdict,
-    whatever the value."""
-    assert claims.verdict(kind, measured(3.1, 2.9, 3.3, kind, status), 3.0) == "not measurable here"
+    whatever the value, and the reason in a word."""
+    assert claims.verdict(kind, measured(3.1, 2.9, 3.3, kind, status), 3.0) == said
 
 
 @pytest.mark.parametrize("value,expected", [(62.0, "holds"), (50.0, "holds"),
@@ -104,17 +106,17 @@ def test_registry_on_real_h200_records(tmp_path):
     knobs = table.set_index("id").loc["dataloader-knobs"]
     expected = value(paths[0], "input_wait_share") / value(paths[1], "input_wait_share")  # a reduction: before / after
     assert knobs.value == pytest.approx(expected) and knobs.n == 1 and knobs.run_set == ONE_SET
-    assert knobs.verdict == "not measurable here" and knobs.why == "1 pair(s); an interval needs 3"
+    assert knobs.verdict == "too few pairs" and knobs.why == "1 pair(s); an interval needs 3"
     assert pd.isna(knobs.lo) and pd.isna(knobs.hi)
     e2e = table[table.id == "resnet50-e2e"]
-    assert len(e2e) == 3 and (e2e.verdict == "not measurable here").all()
+    assert len(e2e) == 3 and (e2e.verdict == "not run here").all()
     assert e2e.why.tolist() == ["throughput of resnet50/a002-upto-compile (timing): not run",
                                 "gpu_util of resnet50/a002-upto-compile (timing): not run",
                                 "gpu_kernel_share of resnet50/baseline (nsys): not run"]
     dali = table[table.id == "vit-dali"]
-    assert (dali.verdict == "not measurable here").all() and all("not run" in why for why in dali.why)
-    assert (table[table.id == "tf32-tensor-cores"].verdict == "not measurable here").all()
-    assert (table.verdict == "not measurable here").all()  # one repetition each: nothing established
+    assert (dali.verdict == "not run here").all() and all("not run" in why for why in dali.why)
+    assert (table[table.id == "tf32-tensor-cores"].verdict == "not run here").all()
+    assert table.verdict.isin(["too few pairs", "not run here"]).all()  # one repetition each: nothing established
 
 
 def repeat(path: Path, out: Path, rep: int, variant: str | None = None, day: str | None = None,
@@ -150,7 +152,7 @@ def test_a_claim_is_judged_on_the_gain_of_three_paired_repetitions(tmp_path):
     table = claims.evaluate(*results(paths, tmp_path / "out", skipped)).set_index("id")
     for claim, metric, effect, verdict in (
             ("loader-wait", "input_wait", 13.3, "holds"),
-            ("dataloader-knobs", "input_wait_share", None, "holds (the direction; the source gives no size)")):
+            ("dataloader-knobs", "input_wait_share", None, "holds (direction only: no size documented)")):
         row = table.loc[claim]
         ratios = [value(H200 / "resnet50--baseline.json", metric) * b / (value(H200 / "resnet50--workers.json", metric) * w)
                   for b, w in zip(scale["baseline"], scale["workers"])]
@@ -167,7 +169,7 @@ def test_a_failed_cell_makes_its_claim_not_measurable_with_the_reason():
     cells = pd.DataFrame([{"workload": "resnet50", "variant": "baseline", "profiler": "timing", "rep": 0,
                            "status": "failed", "reason": "out of memory (batch_size=256)", "run_set": ONE_SET}])
     rows = claims.evaluate(metrics, cells).set_index("id").loc["resnet50-e2e"]
-    assert (rows.verdict == "not measurable here").all()
+    assert (rows.verdict == ["not measurable here", "not measurable here", "not run here"]).all()
     timing = rows[~rows.pair.str.contains("nsys")]  # throughput and gpu_util, of the timing cells
     assert len(timing) == 2 and all(why.startswith(f"{metric} of resnet50/baseline (timing): failed: out of memory")
                                     for why, metric in zip(timing.why, ("throughput", "gpu_util")))

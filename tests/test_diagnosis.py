@@ -65,9 +65,9 @@ def test_the_prescription_is_verified_by_its_paired_speedup(ratio, text, verdict
 
 
 @pytest.mark.parametrize("ratio,text,verdict", [
-    ((5.5, None, None, 2, "too few pairs"), "5.5x (n=2, no interval)", "not measurable here (too few pairs)"),
-    ((None, None, None, 0, "unpaired"), "unpaired", "not measurable here (unpaired)"),
-    ((None, None, None, 0, "failed"), "failed", "not measurable here (failed)"),
+    ((5.5, None, None, 2, "too few pairs"), "5.5x (n=2, no interval)", "unverified (too few pairs)"),
+    ((None, None, None, 0, "unpaired"), "unpaired", "unverified (unpaired)"),
+    ((None, None, None, 0, "failed"), "failed", "unverified (failed)"),
 ])
 def test_a_speedup_without_an_interval_verifies_nothing(ratio, text, verdict):
     """Fewer than three pairs, no set of runs that measured both, a fix that failed: the
@@ -78,17 +78,17 @@ def test_a_speedup_without_an_interval_verifies_nothing(ratio, text, verdict):
     assert row["measured speedup (paired, 95 % CI)"] == ratio_text(r.iloc[0])
 
 
-def test_a_prescription_without_its_variant_is_not_measurable():
+def test_a_prescription_without_its_variant_was_not_run():
     row = diagnosis.diagnose(summary(INPUT_BOUND), NO_KERNELS, ratios()).iloc[0]
     assert (row["prescribed"], row["measured speedup (paired, 95 % CI)"], row["verdict"]) == (
-        "workers", "", "not measurable here")
+        "workers", "", "not run here")
 
 
 def test_only_the_prescribed_variant_s_paired_speedup_in_the_timing_runs_counts():
     """A clear gain of another variant, or of the prescribed one in the step alone, verifies nothing."""
     other = pd.concat([ratios("amp", 5.5, 5.2, 5.8, 3, "gain"), ratios("workers", 5.5, 5.2, 5.8, 3, "gain", profiler="step")])
     row = diagnosis.diagnose(summary(INPUT_BOUND), NO_KERNELS, other).iloc[0]
-    assert row["verdict"] == "not measurable here"
+    assert row["verdict"] == "not run here"
 
 
 def test_no_rule_matched_prescribes_nothing():

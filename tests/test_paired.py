@@ -52,7 +52,7 @@ def test_fewer_than_three_pairs_give_no_interval():
     df = runs({"baseline": [100, 101], "amp": [190, 191]})
     r = paired.ratio(df, cells_of(df), "baseline", "amp")
     assert r["status"] == "too few pairs" and "lo" not in r
-    assert claims.verdict("ratio", r, 2.0) == "not measurable here"
+    assert claims.verdict("ratio", r, 2.0) == "too few pairs"
 
 
 def test_a_run_from_an_uncommitted_tree_is_never_used():
@@ -75,7 +75,7 @@ def test_a_cell_that_failed_in_one_run_of_three_gives_no_ratio():
     ((36.7, 30.0, 38.0), 2.98, "holds in direction, different size"),
     ((1.02, 0.97, 1.08), 1.25, "not established"),
     ((0.8, 0.7, 0.9), 1.25, "does not hold (the opposite)"),
-    ((1.5, 1.4, 1.6), None, "holds (the direction; the source gives no size)"),
+    ((1.5, 1.4, 1.6), None, "holds (direction only: no size documented)"),
 ])
 def test_verdicts_judge_gains_not_ratios(measured, effect, expected):
     m = dict(zip(("median", "lo", "hi"), measured), status="gain" if measured[1] > 1 else
