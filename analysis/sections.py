@@ -38,8 +38,8 @@ def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, 
     rows, before = [], "baseline"
     for v, step in zip(stages.variant, stages.about):
         t = metric(summary, workload, same.get((workload, v), v), "throughput", profiler)
-        if t is None:
-            continue  # a stage this run did not measure
+        if t is None or same.get((workload, v), v) == same.get((workload, before), before):
+            continue  # a stage this run did not measure, or one that changes nothing here
         rows.append({"stage": f"+ {step}", "variant": same.get((workload, v), v), f"throughput ({profiler})": spread(t),
                      "over the stage before (paired)": "" if before == "baseline" else
                      ratio_text(ratio_row(ratios, workload, before, v, profiler)),
@@ -119,7 +119,7 @@ def time_section(summary, workload, out: Path) -> str:
     shown = df[["variant", "profiler", "busy", "kernels", "copies only", "idle", "input wait", "kernels/step",
                 "mean kernel (us)", "sync calls/step", "host waits (ms/step)"]].dropna(axis=1, how="all").rename(columns={
                     "busy": "GPU busy (%)", "kernels": "kernels (%)", "copies only": "copies only (%)",
-                    "idle": "idle (%)", "input wait": "waiting for input (%)"})
+                    "idle": "idle (%)", "input wait": "host waits for input (%)"})
     shown = shown.map(lambda v: "" if v is None or (isinstance(v, float) and pd.isna(v)) else
                       (num(v) if isinstance(v, float) else v))
     figs = {p: figures.time_per_step(phases(summary, workload, p), workload, p, out / "figures" / f"time-{workload}-{p}.png")
