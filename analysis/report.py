@@ -207,12 +207,13 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
               for c, title in CHAINS.items()),
             *((f"Grid {g}: tokens or samples per second at each shape", sections.grid_section(summary, v, workload, g))
               for g in sorted(set(v[(v.workload == workload) & (v.kind == "grid")].chain))),
-            ("Where the time goes", sections.time_section(summary, workload, out)),
+            ("Where the time goes", sections.time_section(summary, workload, out, [*main, *names_of_article(v, workload)])),
             ("Kernels of the baseline and optimized", sections.kernels_section(tables["kernels"], workload, 3, ["baseline", "optimized"], merged=True))):
         if text:
             parts += [f"### {title}\n", text]
     appendix = [f"## {workload}\n"]
     for title, text in (("Past the articles: levers on top of optimized", sections.tuning_section(summary, tables["ratios"], workload, kinds.get("lever", []))),
+                        ("Where the time goes, every profiled variant", sections.time_section(summary, workload, None)),
                         ("Ceilings: the loader alone and the step alone", sections.ceilings_section(summary, workload, names)),
                         ("Kernels of every profiled variant", sections.kernels_section(tables["kernels"], workload)),
                         ("Host CUDA calls", sections.host_calls_section(tables["api_calls"], workload)),
@@ -221,6 +222,14 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
         if text:
             appendix += [f"### {title}\n", text]
     return parts, appendix if len(appendix) > 1 else []
+
+
+def names_of_article(variants: pd.DataFrame, workload: str) -> list[str]:
+    """The variants of the articles' own chains (a002-*, a000-*) on this workload."""
+    if "chain" not in variants:
+        return []
+    v = variants[(variants.workload == workload) & variants.chain.fillna("").str.match(r"a\d{3}$")]
+    return list(v.variant)
 
 
 def notes(summary: pd.DataFrame, machine: str) -> list[str]:

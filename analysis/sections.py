@@ -112,8 +112,12 @@ def phases(summary: pd.DataFrame, workload: str, profiler: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def time_section(summary, workload, out: Path) -> str:
+def time_section(summary, workload, out: Path | None, names: list[str] | None = None) -> str:
+    """Where the time goes, for the profiled variants among `names` (all where None), with the
+    time-per-step figures where `out` is given."""
     df = breakdown(summary, workload)
+    if names is not None and not df.empty:  # in the order of `names`
+        df = df[df.variant.isin(names)].sort_values("variant", key=lambda v: v.map(names.index), kind="stable")
     if df.empty:
         return ""
     shown = df[["variant", "profiler", "busy", "kernels", "copies only", "idle", "input wait", "kernels/step",
@@ -122,7 +126,10 @@ def time_section(summary, workload, out: Path) -> str:
                     "idle": "idle (%)", "input wait": "host waits for input (%)"})
     shown = shown.map(lambda v: "" if v is None or (isinstance(v, float) and pd.isna(v)) else
                       (num(v) if isinstance(v, float) else v))
-    figs = {p: figures.time_per_step(phases(summary, workload, p), workload, p, out / "figures" / f"time-{workload}-{p}.png")
+    if out is None:
+        return table(shown)
+    kept = (lambda f: f) if names is None else (lambda f: f[f.variant.isin(names)] if not f.empty else f)
+    figs = {p: figures.time_per_step(kept(phases(summary, workload, p)), workload, p, out / "figures" / f"time-{workload}-{p}.png")
             for p in ("nsys", "torch")}
     return table(shown) + "".join(f"\n![{workload} time per step ({p})]({f.parent.name}/{f.name})\n"
                                   for p, f in figs.items() if f)
