@@ -45,9 +45,10 @@ def cost(summary: pd.DataFrame, workload: str, variant: str, price: float | None
 
 def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, names: list[str],
                    price: float | None = None) -> str:
-    unit = summary[(summary.workload == workload) & (summary.metric == "throughput")].unit
+    tput = first.throughput_metric(summary, workload)
+    unit = summary[(summary.workload == workload) & (summary.metric == tput)].unit
     note = sections.loss_notes(summary, workload)
-    rows = [{"variant": v, f"throughput ({unit.iloc[0] if len(unit) else ''})": cell(summary, workload, v, "throughput"),
+    rows = [{"variant": v, f"throughput ({unit.iloc[0] if len(unit) else ''})": cell(summary, workload, v, tput),
              "speedup (paired, 95 % CI)": "" if v == "baseline" else ratio_text(ratio_row(ratios, workload, "baseline", v)),
              "step (ms)": cell(summary, workload, v, "step_time_mean"),
              "input wait (%)": cell(summary, workload, v, "input_wait_share"),
@@ -58,7 +59,7 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
              "GPU throttled (% of samples)": cell(summary, workload, v, "throttled_share"),
              "cost per 1M samples": cost(summary, workload, v, price),
              "loss vs baseline (%)": note(v)}
-            for v in names if cell(summary, workload, v, "throughput")]
+            for v in names if cell(summary, workload, v, tput)]
     if not rows:
         return "(no variant ran)\n"
     df = pd.DataFrame(rows)
