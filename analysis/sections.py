@@ -43,7 +43,7 @@ def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, 
         rows.append({"stage": f"+ {step}", "variant": same.get((workload, v), v), f"throughput ({profiler})": spread(t),
                      "over the stage before (paired)": "" if before == "baseline" else
                      ratio_text(ratio_row(ratios, workload, before, v, profiler)),
-                     "over the baseline (paired)": ratio_text(ratio_row(ratios, workload, "baseline", v, profiler))})
+                     f"over the baseline's {profiler} run (paired)": ratio_text(ratio_row(ratios, workload, "baseline", v, profiler))})
         before = v
     return table(pd.DataFrame(rows))
 
@@ -396,7 +396,8 @@ COST_HEAD = ("Each run's own clock: from the cell's start to its record (under n
              "under the tool), of which its first step (compilation, autotuning, the loader's first batch) and "
              "its setup (model, optimizer, loader); `compiling`, of the first steps, those in which torch.compile built "
              "graphs rather than loading them. A sweep also pays once for starting its process. Runs "
-             "recorded before the pipeline timed them count in `runs` and their first steps alone.\n\n")
+             "recorded before the pipeline timed them count in `runs` and their first steps alone. The last row's "
+             "`per repetition` is one repetition of every cell, one after another.\n\n")
 
 
 def steps_alone(ran: pd.DataFrame, cells: pd.DataFrame) -> str:
