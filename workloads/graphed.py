@@ -23,7 +23,7 @@ def unsupported(knobs: dict, device: torch.device) -> str | None:
                 "step (take amp-bf16, which needs no scaler)")
     if knobs["compile"] in ("reduce-overhead", "max-autotune"):
         return f"step_graph captures the step itself; compile={knobs['compile']} captures graphs of its own inside it"
-    if knobs.get("ddp", 0):
+    if knobs["ddp"]:
         return "step_graph is not set up for DistributedDataParallel (its all-reduce hooks)"
     return None
 

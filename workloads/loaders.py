@@ -84,8 +84,8 @@ def dali_loader(root, batch_size: int, size: int, knobs: dict, device: torch.dev
     def pipe():
         jpegs, labels = fn.readers.file(file_root=str(root), random_shuffle=True, name="Reader", seed=seed,
                                         shard_id=rank, num_shards=world)
-        gpu = {"hw_decoder_load": knobs["dali_hw_decoder_load"]} if cuda and "dali_hw_decoder_load" in knobs else {}
-        if cuda and knobs.get("dali_jpeg_buffers"):
+        gpu = {"hw_decoder_load": knobs["dali_hw_decoder_load"]} if cuda else {}
+        if cuda and knobs["dali_jpeg_buffers"]:
             gpu.update(NVJPEG_BUFFERS)  # the GPU decoder's settings: its JPEG engines' share, nvJPEG's buffers
         images = fn.decoders.image_random_crop(jpegs, device="mixed" if cuda else "cpu",
                                                output_type=types.RGB, seed=seed, **gpu)

@@ -146,7 +146,7 @@ class Trainer:
         self.spec, self.knobs, self.trains = spec, spec["knobs"], trains  # trains=False: the loader alone
         self.one_batch = one_batch
         self.mark = mark or (lambda name: nullcontext())  # marks a step's phases for a profiler
-        self.shard, rank_device = ddp.init(self.knobs.get("ddp", 0), env.has_cuda())
+        self.shard, rank_device = ddp.init(self.knobs["ddp"], env.has_cuda())
         self.device = device or rank_device or torch.device("cuda" if env.has_cuda() else "cpu")
         set_backends(self.knobs)
         if self.device.type == "cuda":
@@ -167,7 +167,7 @@ class Trainer:
 
     def make_optimizer(self) -> torch.optim.SGD:
         optimizer = sgd(self.model.parameters(), self.workload.params.get("lr", 0.01), self.knobs["fused_optimizer"])
-        if self.knobs.get("compile_optimizer"):  # GradScaler calls it as before: the update, compiled
+        if self.knobs["compile_optimizer"]:  # GradScaler calls it as before: the update, compiled
             optimizer.step = torch.compile(optimizer.step)
         return optimizer
 
@@ -179,7 +179,7 @@ class Trainer:
             torch._dynamo.reset()
             torch._dynamo.utils.counters.clear()
             self.compile_cache = compiled.use_cache_for(self.spec)
-        if mode and self.knobs.get("eager_pooling"):
+        if mode and self.knobs["eager_pooling"]:
             keep_eager(self.model, nn.MaxPool2d)
         replica = ddp.wrap(self.model, self.device) if self.shard.world > 1 else self.model
         return torch.compile(replica, mode=mode) if mode else replica
@@ -190,7 +190,7 @@ class Trainer:
         stack = ExitStack()
         if self.dtype:
             stack.enter_context(torch.autocast(self.device.type, dtype=self.dtype, cache_enabled=cache))
-        stack.enter_context(attention_kernels(self.knobs.get("sdpa_backend", "auto")))
+        stack.enter_context(attention_kernels(self.knobs["sdpa_backend"]))
         return stack
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
