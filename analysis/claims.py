@@ -110,7 +110,7 @@ def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None
         return "does not hold (the opposite)"
     if documented is None:
         said = lo > 0 if expect == "higher" else hi < 0
-        return "holds (direction only: no size documented)" if said else "does not hold (the opposite)"
+        return "holds (direction only; no size documented)" if said else "does not hold (the opposite)"
     small, large = sorted([documented / SIZE_FACTOR, documented * SIZE_FACTOR])
     return "holds" if lo <= large and hi >= small else "holds in direction, different size"
 

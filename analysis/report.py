@@ -16,6 +16,7 @@ from analysis import aggregate, claims, diagnosis, figures, sections, summary as
 from analysis.tables import digits, fmt, num, ratio_row, ratio_text, row, table
 
 ANCHORS = Path(__file__).with_name("anchors.yaml")
+SOURCES = Path(__file__).with_name("sources.yaml")
 APPENDIX = "APPENDIX.md"
 
 CHAINS = {"a002": "article 002's ResNet-50 case, its fixes in its order",
@@ -147,6 +148,21 @@ def gains_table(summary, tables) -> str:
     return table(pd.DataFrame(rows))
 
 
+def sources_line(ids, path: Path = SOURCES) -> str:
+    """The sources of the claims shown, each with its title and what it is about."""
+    said = [f'{"article " + x["id"] if x["id"].isdigit() else x["id"]}: "{x["title"]}" ({x["about"]})'
+            for x in yaml.safe_load(path.read_text()) if x["id"] in set(ids)]
+    return "Sources: " + "; ".join(said) + ".\n" if said else ""
+
+
+def optimized_line(variants: pd.DataFrame) -> str:
+    """What `optimized` applies: the study's fixes, in the matrix's order."""
+    fixes = variants[variants.kind == "fix"].sort_values("order").variant if "kind" in variants else []
+    return ("`optimized` is the baseline with every fix at once (" + ", ".join(dict.fromkeys(fixes)) + "), each "
+            "where it acts on the workload (channels_last on CNNs, DALI on images); the ablation tables show what "
+            "each one adds.\n" if len(fixes) else "")
+
+
 def claims_digest(c: pd.DataFrame) -> str:
     """One line per claim: the figures it documents, and each test's metric, verdict and measured
     value with its unit (one verdict said by several tests of a metric, once with their count)."""
@@ -176,14 +192,15 @@ def caveats_text(summary, tables) -> str:
 def summary_section(summary, tables, claim_rows) -> list[str]:
     return ["## Summary\n", "**What each workload trains at** (throughput: median [min, max] over runs; speedup: "
             "median of ratios paired within one set of runs [95 % bootstrap interval; from 3 pairs it is their range, "
-            "which holds the true median 3 times in 4]). `optimized` applies every fix that acts on the workload here; the article's chain repeats "
-            "its own scenario:\n", headline_table(summary, tables),
+            "which holds the true median 3 times in 4]); an article's chain repeats its own scenario:\n",
+            headline_table(summary, tables), optimized_line(tables["variants"]),
             "**The fixes that gained most**, by side (input: the loader and the copy; step: the GPU's work and the "
             "host's syncs), each on the first of these bases that gives it an interval: a step-side fix at the step "
             "alone (the ladder), else with the other fixes on (optimized against optimized without it), else alone "
             "against the baseline; only established gains are listed, each with its basis:\n", gains_table(summary, tables),
             "**Do the articles' claims hold here?** (details: [Documented claims](#documented-claims)):\n",
-            claims_digest(claim_rows), "**Caveats**:\n", caveats_text(summary, tables)]
+            claims_digest(claim_rows), sources_line(claim_rows.source.str.split(", ").explode()),
+            "**Caveats**:\n", caveats_text(summary, tables)]
 
 
 def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list[str], list[str]]:

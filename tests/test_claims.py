@@ -32,7 +32,7 @@ def measured(median, lo, hi, kind="ratio", status=None):
     ("ratio", (33.0, 30.0, 35.0), 3.0, "holds in direction, different size"),
     ("ratio", (1.02, 0.97, 1.08), 3.0, "not established"),
     ("ratio", (0.8, 0.7, 0.9), 1.25, "does not hold (the opposite)"),
-    ("ratio", (1.5, 1.4, 1.6), None, "holds (direction only: no size documented)"),
+    ("ratio", (1.5, 1.4, 1.6), None, "holds (direction only; no size documented)"),
     ("ratio", (0.8, 0.7, 0.9), None, "does not hold (the opposite)"),
     ("reduction", (10.0, 9.0, 12.0), 13.3, "holds"),
     ("reduction", (1.5, 1.3, 1.7), 13.3, "holds in direction, different size"),
@@ -48,7 +48,7 @@ def test_verdict_branches(kind, values, effect, expected):
 
 def test_a_direction_without_a_size_can_be_documented_as_a_fall():
     assert claims.verdict("ratio", measured(0.8, 0.7, 0.9), None, expect="lower") == \
-        "holds (direction only: no size documented)"
+        "holds (direction only; no size documented)"
     assert claims.verdict("ratio", measured(1.2, 1.1, 1.3), None, expect="lower") == "does not hold (the opposite)"
     assert claims.verdict("ratio", measured(1.0, 0.9, 1.1), None, expect="lower") == "not established"
 
@@ -152,7 +152,7 @@ def test_a_claim_is_judged_on_the_gain_of_three_paired_repetitions(tmp_path):
     table = claims.evaluate(*results(paths, tmp_path / "out", skipped)).set_index("id")
     for claim, metric, effect, verdict in (
             ("loader-wait", "input_wait", 13.3, "holds"),
-            ("dataloader-knobs", "input_wait_share", None, "holds (direction only: no size documented)")):
+            ("dataloader-knobs", "input_wait_share", None, "holds (direction only; no size documented)")):
         row = table.loc[claim]
         ratios = [value(H200 / "resnet50--baseline.json", metric) * b / (value(H200 / "resnet50--workers.json", metric) * w)
                   for b, w in zip(scale["baseline"], scale["workers"])]
@@ -196,3 +196,10 @@ def test_the_tf32_claim_reads_the_tensor_pipe_of_matrix_kernels_only(tmp_path):
     row = claims.evaluate(metrics, cells).set_index("id").loc["tf32-tensor-cores"]
     assert row.verdict == "not measurable here"
     assert row.why == "matrix_tensor_pipe_util of resnet50/tf32 (ncu): the cell ran; its record does not give matrix_tensor_pipe_util"
+
+
+def test_every_source_a_claim_cites_is_named_with_its_title():
+    from analysis import report
+    cited = {s for c in claims.load() for s in c["source"].split(", ")}
+    line = report.sources_line(cited)
+    assert all(f"{'article ' + s if s.isdigit() else s}: \"" in line for s in cited), line

@@ -75,7 +75,7 @@ def test_a_cell_that_failed_in_one_run_of_three_gives_no_ratio():
     ((36.7, 30.0, 38.0), 2.98, "holds in direction, different size"),
     ((1.02, 0.97, 1.08), 1.25, "not established"),
     ((0.8, 0.7, 0.9), 1.25, "does not hold (the opposite)"),
-    ((1.5, 1.4, 1.6), None, "holds (direction only: no size documented)"),
+    ((1.5, 1.4, 1.6), None, "holds (direction only; no size documented)"),
 ])
 def test_verdicts_judge_gains_not_ratios(measured, effect, expected):
     m = dict(zip(("median", "lo", "hi"), measured), status="gain" if measured[1] > 1 else
