@@ -214,7 +214,7 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
     kind_of = dict(zip(v[v.workload == workload].variant, v[v.workload == workload].kind)) if "kind" in v else {}
     fig = figures.speedups(tables["ratios"], workload, out / "figures" / f"speedup-{workload}.png", main, kind_of)
     if fig:
-        parts.append(f"![{workload} speedups](figures/{fig.name})\n")
+        parts.append(f"![{workload} speedups](figures/{fig.name})\n" + not_drawn(tables["ratios"], workload, main))
     ablations = kinds.get("ablation", [])
     chain = list(dict.fromkeys(v[(v.chain == "stages")].sort_values("order").about)) if "chain" in v else []
     for title, text in (
@@ -240,6 +240,13 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
         if text:
             appendix += [f"### {title}\n", text]
     return parts, appendix if len(appendix) > 1 else []
+
+
+def not_drawn(ratios: pd.DataFrame, workload: str, names: list[str]) -> str:
+    """The variants of the speedup figure that have no paired ratio to draw, with their status."""
+    r = ratios[(ratios.workload == workload) & (ratios.before == "baseline") & (ratios.profiler == "timing")
+               & (ratios.metric == "throughput") & ratios.after.isin(names) & ~ratios.status.isin(list(figures.STATUS_STYLE))]
+    return "\nNot drawn (no paired ratio): " + ", ".join(f"{a} ({s})" for a, s in zip(r.after, r.status)) + ".\n" if len(r) else ""
 
 
 def names_of_article(variants: pd.DataFrame, workload: str) -> list[str]:
