@@ -329,10 +329,11 @@ def limits_section(summary, variants: pd.DataFrame, limits: dict, workload: str,
     return head + table(pd.DataFrame(rows)) + tail if rows else ""
 
 
-OVERHEAD_HEAD = ("Slowdown under the tool: the unprofiled run's throughput over the profiled run's, less one, in % "
-                 "(0: no cost; 100: half the throughput; a small negative value: the profiled run happened to be "
-                 "faster, within noise). ncu replays each kernel it profiles dozens of times, so its cells run many "
-                 "times slower by design.\n\n")
+OVERHEAD_HEAD = ("Slowdown under the tool: the throughput of the timing run of the same set and repetition over the "
+                 "profiled run's, less one, in % (0: no cost; 100: half the throughput; negative: the profiled run was "
+                 "the faster, as happens where a cell waits on its loader, whose pace varies from run to run by more "
+                 "than nsys costs). ncu replays each kernel it profiles dozens of times, so its cells run many times "
+                 "slower by design.\n\n")
 
 
 def overhead_section(summary: pd.DataFrame) -> str:
