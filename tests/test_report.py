@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import aggregate, paired, report, sections, targets
+from analysis import aggregate, paired, report, sections, targets, views
 from analysis.tables import num, ratio_row, ratio_text
 
 H200 = sorted((Path(__file__).parent / "data" / "h200-timing").glob("*.json"))
@@ -144,7 +144,7 @@ def test_stage_by_stage_takes_a_skipped_stage_from_the_variant_with_its_knobs(tm
                             for rep in range(3)],
                            columns=["workload", "variant", "profiler", "rep", "metric", "value", "unit", "run_set"])
     summary, ratios = aggregate.summarize(metrics, cells), aggregate.ratio_table(metrics, cells, catalog())
-    assert sections.stage_variants(cells, ["workers", "amp"], "r") == [
+    assert views.stage_variants(cells, ["workers", "amp"], "r") == [
         ("baseline", "baseline"), ("+ workers", "workers"), ("+ amp", "upto-amp")]
     text = sections.stages_section(summary, ratios, cells, ["workers", "amp"], "r", tmp_path)
     assert "| + workers | workers | 400 | 4x [4, 4] | 4x [4, 4] |" in text
