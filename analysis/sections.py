@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis import aggregate, diagnosis, figures, targets
 from analysis.tables import fmt, num, ratio_row, ratio_text, row as metric, spread, table
-from analysis.views import breakdown, grid_values, phases, stage_variants
+from analysis.views import breakdown, grid_values, mfu, phases, stage_variants
 
 
 def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, workload: str, chain: str) -> str:
@@ -254,31 +254,25 @@ def datasheet(gpus: set[str], path: Path = DATASHEETS) -> dict | None:
 
 def limits_section(summary, variants: pd.DataFrame, limits: dict, workload: str, sheet: dict | None = None) -> str:
     """Achieved model FLOP/s per variant against the matmul peak of its precision measured on this
-    machine (no MFU where a run achieved more than that peak, which no run can: it was measured
-    low), and against the datasheet's peak of the GPU (`sheet`, where the GPU has an entry)."""
-    per_sample = limits.get("flops_per_sample", {}).get(workload)
-    if not per_sample or "precision" not in variants:  # no record with knobs: every one set aside
+    machine, and against the datasheet's peak of the GPU (`sheet`, where the GPU has an entry)."""
+    df = mfu(summary, variants, limits, workload, sheet)
+    if df.empty:
         return ""
-    rows, over = [], []
-    for _, v in variants[variants.workload == workload].iterrows():
-        r = metric(summary, workload, v.variant, "throughput")
-        peak = limits["peak_tflops"].get(v.precision)
-        if r is None or not peak:
-            continue
-        t = [x * per_sample / 1e12 for x in (r["median"], r["lo"], r["hi"])]
-        over += [(v.precision, v.variant)] if max(t) > peak else []
-        listed = (sheet or {}).get("peak_tflops", {}).get(v.precision)
-        rows.append({"variant": v.variant, "precision": v.precision, "achieved (TFLOP/s)": fmt(*t),
-                     "measured peak (TFLOP/s)": num(peak),
-                     "MFU vs measured peak (%)": "**peak inconsistent**" if max(t) > peak else fmt(*(100 * x / peak for x in t)),
-                     "MFU vs datasheet (%)": fmt(*(100 * x / listed for x in t)) if listed else ""})
+    trio = lambda c: [fmt(*x) if not pd.isna(x[0]) else "" for x in zip(df[c], df[c + "_lo"], df[c + "_hi"])]  # noqa: E731
+    shown = pd.DataFrame({"variant": df.variant, "precision": df.precision, "achieved (TFLOP/s)": trio("achieved"),
+                          "measured peak (TFLOP/s)": df.peak.map(num),
+                          "MFU vs measured peak (%)": ["**peak inconsistent**" if o else m
+                                                       for o, m in zip(df.over, trio("mfu"))],
+                          "MFU vs datasheet (%)": trio("mfu_sheet")})
+    per_sample = limits["flops_per_sample"][workload]
     head = (f"Model FLOPs (forward + backward, torch.utils.flop_counter): {per_sample / 1e9:,.1f} GFLOP per sample. "
             f"Measured peak: a large matmul in the variant's precision, {peak_note(limits)}. "
             + (f"Datasheet: {sheet['source']}.\n\n" if sheet else "Datasheet: none listed for this GPU.\n\n"))
-    tail = (f"\n**Peak inconsistent** ({', '.join(dict.fromkeys(p for p, _ in over))}): {', '.join(v for _, v in over)} "
+    over = df[df.over]
+    tail = (f"\n**Peak inconsistent** ({', '.join(dict.fromkeys(over.precision))}): {', '.join(over.variant)} "
             "achieved more model FLOP/s than the matmul peak measured for their precision, so that peak was measured "
-            "low (other work on the machine while it was measured) and gives no MFU.\n" if over else "")
-    return head + table(pd.DataFrame(rows)) + tail if rows else ""
+            "low (other work on the machine while it was measured) and gives no MFU.\n" if len(over) else "")
+    return head + table(shown) + tail
 
 
 OVERHEAD_HEAD = ("Slowdown under the tool: the throughput of the timing run of the same set and repetition over the "

@@ -1,5 +1,5 @@
 """Tidy views of the summary that the report's sections format: a chain's stages, where the time
-goes per profiled variant, the loop's phases, a two-knob grid. Each returns data, never Markdown."""
+goes per profiled variant, the loop's phases, a two-knob grid, the model FLOP/s against the peaks. Each returns data, never Markdown."""
 from __future__ import annotations
 
 import re
@@ -72,3 +72,26 @@ def grid_values(summary, variants: pd.DataFrame, workload: str, grid: str, metri
     down, across = df.columns[:2]
     key = lambda s: s.astype(float)  # noqa: E731 - sort the sizes as numbers
     return df.pivot(index=down, columns=across, values="value").sort_index(key=key).sort_index(axis=1, key=key)
+
+
+def mfu(summary, variants: pd.DataFrame, limits: dict, workload: str, sheet: dict | None = None) -> pd.DataFrame:
+    """Per variant with a throughput: achieved model TFLOP/s (median, lo, hi), the matmul peak of
+    its precision measured here, MFU against it (none where a run achieved more: `over`, the peak
+    was measured low) and against the datasheet's peak (`sheet`)."""
+    per_sample = limits.get("flops_per_sample", {}).get(workload)
+    if not per_sample or "precision" not in variants:  # no record with knobs: every one set aside
+        return pd.DataFrame()
+    rows = []
+    for v in variants[variants.workload == workload].itertuples():
+        r = metric(summary, workload, v.variant, "throughput")
+        peak = limits["peak_tflops"].get(v.precision)
+        if r is None or not peak:
+            continue
+        t = [x * per_sample / 1e12 for x in (r["median"], r["lo"], r["hi"])]
+        listed = (sheet or {}).get("peak_tflops", {}).get(v.precision)
+        rows.append({"variant": v.variant, "precision": v.precision, "peak": peak, "over": max(t) > peak,
+                     **dict(zip(("achieved", "achieved_lo", "achieved_hi"), t)),
+                     **dict(zip(("mfu", "mfu_lo", "mfu_hi"), (100 * x / peak for x in t))),
+                     **dict(zip(("mfu_sheet", "mfu_sheet_lo", "mfu_sheet_hi"),
+                                (100 * x / listed if listed else float("nan") for x in t)))})
+    return pd.DataFrame(rows)
