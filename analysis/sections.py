@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis import aggregate, diagnosis, figures, targets
 from analysis.tables import fmt, num, ratio_row, ratio_text, row as metric, spread, table
-from analysis.views import breakdown, grid_values, mfu, phases, stage_variants
+from analysis.views import breakdown, grid_values, mfu, phases, run_cost, stage_variants
 
 
 def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, workload: str, chain: str) -> str:
@@ -387,25 +387,11 @@ def compile_stage(compiles: pd.DataFrame) -> str:
 
 
 def cost_section(cells: pd.DataFrame, compiles: pd.DataFrame | None = None) -> str:
-    """What running the matrix took, per workload x profiler, summed over the runs that ran; per
-    repetition where every run was timed (the last row: one repetition of everything)."""
+    """What running the matrix took, per workload x profiler (the last row: one repetition of everything)."""
     ran = cells[~cells.status.isin(["skipped", "set aside"])]
-    if "seconds" not in ran or ran.empty or ran[["seconds", "first_step_s"]].isna().all().all():
+    df = run_cost(cells)
+    if df.empty:
         return ""
-    rows = []
-    for (w, prof), g in ran.groupby(["workload", "profiler"], sort=True):
-        timed = g.seconds.notna().sum()
-        rows.append({"workload": w, "profiler": prof, "runs": len(g), "repetitions": g.rep.nunique(),
-                     "time (s)": g.seconds.sum() if timed else None, "timed": timed,
-                     "per repetition (s)": g.seconds.sum() / g.rep.nunique() if timed == len(g) else None,
-                     "first steps (s)": g.first_step_s.sum(min_count=1), "setup (s)": g.setup_s.sum(min_count=1),
-                     "compiling (s)": g.compile_s.sum(min_count=1)})
-    df = pd.DataFrame(rows)
-    total = {"workload": "all", "profiler": "", "runs": df.runs.sum(), "repetitions": "", "time (s)": df["time (s)"].sum(),
-             "timed": df.timed.sum(), "per repetition (s)": df["per repetition (s)"].sum(min_count=len(df)),
-             "first steps (s)": df["first steps (s)"].sum(), "setup (s)": df["setup (s)"].sum(min_count=1),
-             "compiling (s)": df["compiling (s)"].sum(min_count=1)}
-    df = pd.concat([df, pd.DataFrame([total])], ignore_index=True)
     df["time (s)"] = [("" if not t else num(x) + ("" if t == n else f" ({t} runs)"))
                       for x, t, n in zip(df["time (s)"], df.timed, df.runs)]
     stage = compile_stage(compiles) if compiles is not None else ""

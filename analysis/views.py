@@ -1,5 +1,6 @@
 """Tidy views of the summary that the report's sections format: a chain's stages, where the time
-goes per profiled variant, the loop's phases, a two-knob grid, the model FLOP/s against the peaks. Each returns data, never Markdown."""
+goes per profiled variant, the loop's phases, a two-knob grid, the model FLOP/s against the peaks, what
+the matrix took to run. Each returns data, never Markdown."""
 from __future__ import annotations
 
 import re
@@ -95,3 +96,26 @@ def mfu(summary, variants: pd.DataFrame, limits: dict, workload: str, sheet: dic
                      **dict(zip(("mfu_sheet", "mfu_sheet_lo", "mfu_sheet_hi"),
                                 (100 * x / listed if listed else float("nan") for x in t)))})
     return pd.DataFrame(rows)
+
+
+def run_cost(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per workload x profiler, summed over the runs that ran: runs, repetitions, seconds (and how
+    many runs were timed), per repetition where every run was timed, first steps, setup, compiling;
+    the last row, `all`, sums them (its per repetition: one repetition of every cell)."""
+    ran = cells[~cells.status.isin(["skipped", "set aside"])]
+    if "seconds" not in ran or ran.empty or ran[["seconds", "first_step_s"]].isna().all().all():
+        return pd.DataFrame()
+    rows = []
+    for (w, prof), g in ran.groupby(["workload", "profiler"], sort=True):
+        timed = g.seconds.notna().sum()
+        rows.append({"workload": w, "profiler": prof, "runs": len(g), "repetitions": g.rep.nunique(),
+                     "time (s)": g.seconds.sum() if timed else None, "timed": timed,
+                     "per repetition (s)": g.seconds.sum() / g.rep.nunique() if timed == len(g) else None,
+                     "first steps (s)": g.first_step_s.sum(min_count=1), "setup (s)": g.setup_s.sum(min_count=1),
+                     "compiling (s)": g.compile_s.sum(min_count=1)})
+    df = pd.DataFrame(rows)
+    total = {"workload": "all", "profiler": "", "runs": df.runs.sum(), "repetitions": "", "time (s)": df["time (s)"].sum(),
+             "timed": df.timed.sum(), "per repetition (s)": df["per repetition (s)"].sum(min_count=len(df)),
+             "first steps (s)": df["first steps (s)"].sum(), "setup (s)": df["setup (s)"].sum(min_count=1),
+             "compiling (s)": df["compiling (s)"].sum(min_count=1)}
+    return pd.concat([df, pd.DataFrame([total])], ignore_index=True)
