@@ -114,9 +114,10 @@ def time_per_step(phases: pd.DataFrame, workload: str, profiler: str, path: Path
                              gridspec_kw={"height_ratios": [len(g) + 0.6 for g in groups]})
     for ax, g in zip(axes[:, 0], groups):
         stacked(ax, g, cols, colors)
-    axes[-1, 0].set_xlabel("host time per step (ms)")
+        ax.set_xlabel("host time per step (ms)", fontsize=9)
     fig.legend(*axes[0, 0].get_legend_handles_labels(), fontsize=8, loc="lower center", ncol=len(cols), frameon=False)
-    fig.suptitle(f"{workload}: time per step by phase ({profiler})", fontsize=10)
+    scales = "\n(the lower panel on a scale of its own: steps under a fifth of the slowest)" if len(groups) > 1 else ""
+    fig.suptitle(f"{workload}: host time per step by phase ({profiler}){scales}", fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return save(fig, path, tight=False)
 

@@ -84,7 +84,13 @@ def time_section(summary, workload, out: Path | None, names: list[str] | None = 
     figs = {p: figures.time_per_step(kept(phases(summary, workload, p)), workload, p, out / "figures" / f"time-{workload}-{p}.png")
             for p in ("nsys", "torch")}
     return table(shown) + "".join(f"\n![{workload} time per step ({p})]({f.parent.name}/{f.name})\n"
-                                  for p, f in figs.items() if f)
+                                  for p, f in figs.items() if f) + (TIME_NOTE if any(figs.values()) else "")
+
+
+TIME_NOTE = ("\nThe bars are the training thread's time in each phase (its NVTX ranges), not the GPU's: the host "
+             "runs ahead of the GPU and a phase is long where the host blocks, on the loader (input), on the "
+             "GPU's unfinished work (sync, or any phase that reads a result); the table's GPU busy and idle "
+             "shares say what the GPU did.\n")
 
 
 def host_calls_section(calls: pd.DataFrame, workload: str, top: int = 5) -> str:
