@@ -157,10 +157,22 @@ def sources_line(ids, path: Path = SOURCES) -> str:
 
 def optimized_line(variants: pd.DataFrame) -> str:
     """What `optimized` applies: the study's fixes, in the matrix's order."""
-    fixes = variants[variants.kind == "fix"].sort_values("order").variant if "kind" in variants else []
-    return ("`optimized` is the baseline with every fix at once (" + ", ".join(dict.fromkeys(fixes)) + "), each "
-            "where it acts on the workload (channels_last on CNNs, DALI on images); the ablation tables show what "
-            "each one adds.\n" if len(fixes) else "")
+    if "kind" not in variants:
+        return ""
+    fixes, extra = (list(dict.fromkeys(variants[variants.kind == k].sort_values("order").variant)) for k in ("fix", "extra"))
+    return ("`optimized` is the baseline with every fix at once (" + ", ".join(fixes) + "), each where it acts on "
+            "the workload (channels_last on CNNs, DALI on images); the ablation tables show what each one adds"
+            + (f"; {', '.join(extra)} are measured beside the fixes, not in `optimized`" if extra else "") + ".\n\n"
+            + terms(variants) if fixes else "")
+
+
+def terms(variants: pd.DataFrame) -> str:
+    ladder = variants[variants.chain == "ladder"].sort_values("order").drop_duplicates("variant").about
+    return ("Terms: a *cell* is one workload, variant and profiler; a *set of runs* is the records of one GPU, "
+            "commit and day, the only runs a ratio pairs; *the step alone* trains on one batch held on the GPU, no "
+            "loader (profiler `step`); `a002-upto-<fix>` is article 002's chain of fixes up to and including that "
+            "one (`a000-`: article 000's)" + (f"; `ladder-upto-<fix>` the step-alone chain baseline -> "
+                                              f"{' -> '.join(ladder)}" if len(ladder) else "") + ".\n")
 
 
 def claims_digest(c: pd.DataFrame) -> str:

@@ -452,3 +452,14 @@ def test_a_price_per_gpu_hour_the_user_sets_gives_each_variant_its_cost_per_mill
     assert "| cost per 1M samples |" in text and f"| {num(3.0 * 1e6 / 3600 / tput)} |" in line
     aggregate.main(H200, [], tmp_path / "none", catalog=catalog())  # no price set: no cost column
     assert "cost per 1M samples" not in report.render(tmp_path / "none").read_text()
+
+
+def test_the_summary_says_what_optimized_applies_and_the_ladder_in_its_order():
+    v = pd.DataFrame([{"workload": "w", "variant": n, "kind": k, "about": a, "chain": c, "order": i}
+                      for i, (n, k, a, c) in enumerate([("workers", "fix", "workers", ""), ("amp", "fix", "amp", ""),
+                                                        ("tf32", "extra", "tf32", ""),
+                                                        ("ladder-upto-tf32", "stage", "tf32", "ladder"),
+                                                        ("ladder-upto-amp", "stage", "amp", "ladder")])])
+    line = report.optimized_line(v)
+    assert "every fix at once (workers, amp)" in line and "tf32 are measured beside the fixes" in line
+    assert "baseline -> tf32 -> amp." in line
