@@ -25,8 +25,8 @@ def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str],
     """Horizontal bars: each of `names`' paired throughput ratio to the baseline, coloured by the
     variant's kind (`kinds`), whiskers its 95 % interval; a ratio that is not established is pale
     and hatched, one with too few pairs for an interval is dotted, has no whiskers and says n."""
-    rows = ratios[(ratios.workload == workload) & (ratios.before == "baseline") & (ratios.profiler == "timing")
-                  & (ratios.metric == "throughput") & ratios.status.isin(list(STATUS_STYLE)) & ratios.after.isin(names)].sort_values("median")
+    rows = speedup_rows(ratios, workload, names)
+    rows = rows[rows.status.isin(list(STATUS_STYLE))].sort_values("median")
     if rows.empty:
         return None
     kinds = kinds or {}
@@ -60,6 +60,12 @@ def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str],
                 for s in ("not established", "too few pairs") if s in set(rows.status)]
     ax.legend(handles=handles, fontsize=7, loc="lower right")
     return save(fig, path)
+
+
+def speedup_rows(ratios: pd.DataFrame, workload: str, names: list[str]) -> pd.DataFrame:
+    """The paired throughput ratios to the baseline (timing runs) of `names`, whatever their status."""
+    return ratios[(ratios.workload == workload) & (ratios.before == "baseline") & (ratios.profiler == "timing")
+                  & (ratios.metric == "throughput") & ratios.after.isin(names)]
 
 
 def save(fig, path: Path, tight: bool = True) -> Path:

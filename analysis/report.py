@@ -256,17 +256,16 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
 
 def not_drawn(ratios: pd.DataFrame, workload: str, names: list[str]) -> str:
     """The variants of the speedup figure that have no paired ratio to draw, with their status."""
-    r = ratios[(ratios.workload == workload) & (ratios.before == "baseline") & (ratios.profiler == "timing")
-               & (ratios.metric == "throughput") & ratios.after.isin(names) & ~ratios.status.isin(list(figures.STATUS_STYLE))]
+    r = figures.speedup_rows(ratios, workload, names)
+    r = r[~r.status.isin(list(figures.STATUS_STYLE))]
     return "\nNot drawn (no paired ratio): " + ", ".join(f"{a} ({s})" for a, s in zip(r.after, r.status)) + ".\n" if len(r) else ""
 
 
 def names_of_article(variants: pd.DataFrame, workload: str) -> list[str]:
-    """The variants of the articles' own chains (a002-*, a000-*) on this workload."""
+    """The variants of the articles' own chains on this workload."""
     if "chain" not in variants:
         return []
-    v = variants[(variants.workload == workload) & variants.chain.fillna("").str.match(r"a\d{3}$")]
-    return list(v.variant)
+    return list(variants[(variants.workload == workload) & variants.chain.isin(first.ARTICLE_CHAINS)].variant)
 
 
 def notes(summary: pd.DataFrame, machine: str) -> list[str]:

@@ -26,10 +26,11 @@ def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, 
     profiler = r.profiler.iloc[0]
     rows, before = [], "baseline"
     for v, step in zip(stages.variant, stages.about):
-        t = metric(summary, workload, same.get((workload, v), v), "throughput", profiler)
-        if t is None or same.get((workload, v), v) == same.get((workload, before), before):
+        measured = same.get((workload, v), v)  # the variant with this stage's knobs that ran
+        t = metric(summary, workload, measured, "throughput", profiler)
+        if t is None or measured == same.get((workload, before), before):
             continue  # a stage this run did not measure, or one that changes nothing here
-        rows.append({"stage": f"+ {step}", "variant": same.get((workload, v), v), f"throughput ({profiler})": spread(t),
+        rows.append({"stage": f"+ {step}", "variant": measured, f"throughput ({profiler})": spread(t),
                      "over the stage before (paired)": "" if before == "baseline" else
                      ratio_text(ratio_row(ratios, workload, before, v, profiler)),
                      f"over the baseline's {profiler} run (paired)": ratio_text(ratio_row(ratios, workload, "baseline", v, profiler))})
@@ -67,9 +68,10 @@ def stages_section(summary, ratios, cells, chain, workload, out: Path) -> str:
 def time_section(summary, workload, out: Path | None, names: list[str] | None = None) -> str:
     """Where the time goes, for the profiled variants among `names` (all where None), with the
     time-per-step figures where `out` is given."""
+    only = (lambda f: f) if names is None else (lambda f: f if f.empty else f[f.variant.isin(names)])  # noqa: E731
     df = breakdown(summary, workload)
     if names is not None and not df.empty:  # in the order of `names`
-        df = df[df.variant.isin(names)].sort_values("variant", key=lambda v: v.map(names.index), kind="stable")
+        df = only(df).sort_values("variant", key=lambda v: v.map(names.index), kind="stable")
     if df.empty:
         return ""
     shown = df[["variant", "profiler", "busy", "kernels", "copies only", "idle", "input wait", "kernels/step",
@@ -80,8 +82,7 @@ def time_section(summary, workload, out: Path | None, names: list[str] | None = 
                       (num(v) if isinstance(v, float) else v))
     if out is None:
         return table(shown)
-    kept = (lambda f: f) if names is None else (lambda f: f[f.variant.isin(names)] if not f.empty else f)
-    figs = {p: figures.time_per_step(kept(phases(summary, workload, p)), workload, p, out / "figures" / f"time-{workload}-{p}.png")
+    figs = {p: figures.time_per_step(only(phases(summary, workload, p)), workload, p, out / "figures" / f"time-{workload}-{p}.png")
             for p in ("nsys", "torch")}
     return table(shown) + "".join(f"\n![{workload} time per step ({p})]({f.parent.name}/{f.name})\n"
                                   for p, f in figs.items() if f) + (TIME_NOTE if any(figs.values()) else "")
