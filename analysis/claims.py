@@ -12,8 +12,8 @@ the paired ratio of its pair (analysis/paired.py) and that ratio's 95 % interval
 - no verdict, with why: too few pairs for an interval; not run here (the preset left a cell out);
   not measurable here (a cell failed, or its record does not give the metric).
 A share (a value of one cell, e.g. an occupancy) holds where its interval over the runs of one set
-overlaps the documented range (or a factor of SIZE_FACTOR around the documented value); from fewer
-than three runs (a profiler that observes one repetition) its min..max is judged, and it says so.
+overlaps the documented range (or a factor of SIZE_FACTOR around the documented value); like a ratio,
+it needs three runs of one set for an interval, and gets no verdict from fewer (its value is shown).
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ RULE = (f"A claim is judged on its gain: the paired ratio after / before of its 
         f"**too few pairs** (fewer than {paired.MIN_PAIRS}), **unpaired** (no set of runs measured both cells), "
         f"**not run here**, **not measurable here** (a cell failed or does not give the metric): no verdict, and why. "
         f"A share (one cell's value) holds where its interval over one set's runs overlaps the documented range, or "
-        f"a factor of {SIZE_FACTOR:g} around a documented value; from fewer than {paired.MIN_PAIRS} runs their "
-        f"min..max is judged, and the verdict says so.\n")
+        f"a factor of {SIZE_FACTOR:g} around a documented value; from fewer than {paired.MIN_PAIRS} runs, no verdict "
+        f"(**too few runs**).\n")
 
 
 def load(path: str | Path = REGISTRY) -> list[dict]:
@@ -85,8 +85,7 @@ def share(runs: pd.DataFrame, cells: pd.DataFrame, variant: str) -> dict:
     x = v[v.run_set == rset].value.to_numpy(dtype=float)
     out = {"median": float(np.median(x)), "n": len(x), "run_set": rset}
     if len(x) < paired.MIN_PAIRS:
-        return {**out, "lo": float(x.min()), "hi": float(x.max()), "status": "too few pairs",
-                "why": f"{len(x)} run(s); an interval needs {paired.MIN_PAIRS}"}
+        return {**out, "status": "too few runs", "why": f"{len(x)} run(s); an interval needs {paired.MIN_PAIRS}"}
     lo, hi = paired.interval(x)
     return {**out, "lo": lo, "hi": hi, "status": "value", "why": None}
 
@@ -94,11 +93,10 @@ def share(runs: pd.DataFrame, cells: pd.DataFrame, variant: str) -> dict:
 def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None = None, expect: str = "higher") -> str:
     """The verdict of one test from its measurement (see the module's rules)."""
     if kind == "share":
-        if m["status"] not in ("value", "too few pairs"):
+        if m["status"] != "value":
             return undecided(m)
         band = within or [effect / SIZE_FACTOR, effect * SIZE_FACTOR]
-        said = "holds" if m["lo"] <= band[1] and m["hi"] >= band[0] else "does not hold (outside the documented range)"
-        return said if m["status"] == "value" else f"{said}, from {m['n']} run(s): no interval"
+        return "holds" if m["lo"] <= band[1] and m["hi"] >= band[0] else "does not hold (outside the documented range)"
     if m["status"] not in ("gain", "loss", "not established"):
         return undecided(m)
     neutral = 0.0 if kind == "difference" else 1.0
@@ -117,8 +115,8 @@ def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None
 
 def undecided(m: dict) -> str:
     """Why a test has no verdict, in a few words (its `why` says the rest)."""
-    if m.get("status") == "too few pairs":
-        return "too few pairs"
+    if m.get("status") in ("too few pairs", "too few runs"):
+        return m["status"]
     why = str(m.get("why") or "")
     if why.endswith(": not run"):
         return "not run here"

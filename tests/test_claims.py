@@ -69,12 +69,14 @@ def test_a_documented_range_decides_a_share(value, expected):
     assert claims.verdict("share", measured(value, value, value, "share"), 62.5, [50, 75]) == expected
 
 
-def test_a_share_of_fewer_runs_is_judged_on_their_spread_against_a_documented_range():
-    few = {**measured(45.0, 40.0, 52.0, "share", "too few pairs"), "n": 2}  # min..max of its runs
-    assert claims.verdict("share", few, 62.5, [50, 75]) == "holds, from 2 run(s): no interval"
-    assert claims.verdict("share", {**few, "hi": 48.0}, 62.5, [50, 75]) == \
-        "does not hold (outside the documented range), from 2 run(s): no interval"
-    assert claims.verdict("share", {**few, "lo": 77.1, "hi": 77.1, "n": 1}, 78) == "holds, from 1 run(s): no interval"
+def test_a_share_of_fewer_than_three_runs_gets_no_verdict_like_a_ratio_of_fewer_pairs():
+    runs = pd.DataFrame({"variant": "optimized", "run_set": "NVIDIA H100|0123456789ab|2026-12-06",
+                         "value": [77.1, 76.0]})
+    m = claims.share(runs, pd.DataFrame(), "optimized")
+    assert (m["status"], m["n"], m["median"]) == ("too few runs", 2, pytest.approx(76.55))
+    assert claims.verdict("share", m, 78) == "too few runs"
+    m = claims.share(pd.concat([runs, runs.iloc[:1]]), pd.DataFrame(), "optimized")
+    assert m["status"] == "value" and claims.verdict("share", m, 78) == "holds"
 
 
 def test_registry_covers_every_documented_claim_with_cells_of_the_matrix():
