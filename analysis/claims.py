@@ -5,8 +5,8 @@ article's own chain), each with a line on why that pair tests it. A claim is jud
 the paired ratio of its pair (analysis/paired.py) and that ratio's 95 % interval:
 - holds: the interval of the measured gain reaches the documented gain within a factor of
   SIZE_FACTOR either way;
-- holds in direction, different size: the gain is established in the documented direction, but
-  its interval stays outside that band;
+- holds in direction, larger (or smaller) than documented: the gain is established in the
+  documented direction, but its interval stays above (below) that band;
 - not established: the interval holds no change;
 - does not hold (the opposite): the interval lies on the other side of no change;
 - no verdict, with why: too few pairs for an interval; not run here (the preset left a cell out);
@@ -31,7 +31,8 @@ SIZE_FACTOR = 2.0
 RULE = (f"A claim is judged on its gain: the paired ratio after / before of its two cells (one set of runs, "
         f"paired by repetition; median and 95 % bootstrap interval) less one, against the documented gain. "
         f"**holds**: the interval reaches the documented gain within a factor of {SIZE_FACTOR:g} either way; "
-        f"**holds in direction**: an established gain of the documented sign whose interval stays outside that band; "
+        f"**holds in direction, larger / smaller than documented**: an established gain of the documented sign whose "
+        f"interval stays above / below that band; "
         f"**not established**: the interval holds no change; **does not hold**: the interval lies on the other side; "
         f"**too few pairs** (fewer than {paired.MIN_PAIRS}), **unpaired** (no set of runs measured both cells), "
         f"**not run here**, **not measurable here** (a cell failed or does not give the metric): no verdict, and why. "
@@ -110,7 +111,10 @@ def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None
         said = lo > 0 if expect == "higher" else hi < 0
         return "holds (direction only; no size documented)" if said else "does not hold (the opposite)"
     small, large = sorted([documented / SIZE_FACTOR, documented * SIZE_FACTOR])
-    return "holds" if lo <= large and hi >= small else "holds in direction, different size"
+    if lo <= large and hi >= small:
+        return "holds"
+    larger = lo > large if documented > 0 else hi < small  # the gain's size, whatever its sign
+    return f"holds in direction, {'larger' if larger else 'smaller'} than documented"
 
 
 def undecided(m: dict) -> str:

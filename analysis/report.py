@@ -161,9 +161,25 @@ def optimized_line(variants: pd.DataFrame) -> str:
         return ""
     fixes, extra = (list(dict.fromkeys(variants[variants.kind == k].sort_values("order").variant)) for k in ("fix", "extra"))
     return ("`optimized` is the baseline with every fix at once (" + ", ".join(fixes) + "), each where it acts on "
-            "the workload (channels_last on CNNs, DALI on images); the ablation tables show what each one adds"
-            + (f"; {', '.join(extra)} are measured beside the fixes, not in `optimized`" if extra else "") + ".\n\n"
-            + terms(variants) if fixes else "")
+            "the workload (channels_last on CNNs; DALI on images, where it replaces the DataLoader that workers and "
+            "pinned-async tune, so those two act only where DALI does not); the ablation tables show what each one adds"
+            + (f"; {', '.join(extra)} are measured beside the fixes, not in `optimized`" if extra else "") + ".\n"
+            if fixes else "")
+
+
+def glossary(variants: pd.DataFrame) -> str:
+    """Each fix and extra variant by the knobs it sets on the baseline."""
+    def value(x):
+        return int(x) if isinstance(x, float) and x.is_integer() else x
+    said = [f"`{v}`: " + ", ".join(f"{k}={value(x)}" for k, x in knobs)
+            for v, knobs in first.fix_knobs(variants).items() if knobs]
+    return ("Fixes, by the knobs each sets on the baseline (workloads/knobs.py says what each knob does): "
+            + "; ".join(said) + ".\n" if said else "")
+
+
+def tally_line(verdicts: pd.Series) -> str:
+    t = first.tally(verdicts)
+    return f"Of {len(verdicts)} tests: " + ", ".join(f"{n} {k}" for k, n in t.items()) + ".\n" if t else ""
 
 
 def terms(variants: pd.DataFrame) -> str:
@@ -202,7 +218,8 @@ def caveats_text(summary, tables) -> str:
 
 
 def summary_section(summary, tables, claim_rows) -> list[str]:
-    return ["## Summary\n", "**What each workload trains at** (throughput: median [min, max] over runs; speedup: "
+    return ["## Summary\n", terms(tables["variants"]) if "kind" in tables["variants"] else "",
+            glossary(tables["variants"]), "**What each workload trains at** (throughput: median [min, max] over runs; speedup: "
             "median of ratios paired within one set of runs [95 % bootstrap interval; from 3 pairs it is their range, "
             "which holds the true median 3 times in 4]); an article's chain repeats its own scenario:\n",
             headline_table(summary, tables), optimized_line(tables["variants"]),
@@ -211,7 +228,7 @@ def summary_section(summary, tables, claim_rows) -> list[str]:
             "alone (the ladder), else with the other fixes on (optimized against optimized without it), else alone "
             "against the baseline; only established gains are listed, each with its basis:\n", gains_table(summary, tables),
             "**Do the articles' claims hold here?** (details: [Documented claims](#documented-claims)):\n",
-            claims_digest(claim_rows), sources_line(claim_rows.source.str.split(", ").explode()),
+            claims_digest(claim_rows), tally_line(claim_rows.verdict), sources_line(claim_rows.source.str.split(", ").explode()),
             "**Caveats**:\n", caveats_text(summary, tables)]
 
 

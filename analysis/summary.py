@@ -98,3 +98,33 @@ def caveats(summary: pd.DataFrame, cells: pd.DataFrame) -> dict:
     return {"failed": sorted({f"{r.workload}/{r.variant} ({r.profiler})" for r in failed.itertuples()}),
             "one_run": sorted({f"{r.workload}/{r.variant}" for r in timing[(timing.status == "ok") & (timing.n == 1)].itertuples()}),
             "run_sets": len(sets)}
+
+
+def fix_knobs(variants: pd.DataFrame) -> dict[str, list[tuple[str, object]]]:
+    """Each fix and extra variant, with the knobs it sets away from the baseline (of the first
+    workload where it sets any), in the matrix's order."""
+    if "kind" not in variants:
+        return {}
+    knobs = list(variants.columns[variants.columns.get_loc("side") + 1:])
+    out = {}
+    for r in variants[variants.kind.isin(["fix", "extra"])].sort_values("order").itertuples(index=False):
+        base = variants[(variants.workload == r.workload) & (variants.variant == "baseline")]
+        if out.get(r.variant) or base.empty:
+            continue
+        b, v = base.iloc[0], pd.Series(r._asdict())
+        out[r.variant] = [(k, v[k]) for k in knobs if not pd.isna(v[k]) and v[k] != b[k]]
+    return out
+
+
+VERDICTS = {"holds": "hold", "holds (direction only": "hold in direction (no size documented)",
+            "holds in direction": "hold in direction at another size", "not established": "are not established",
+            "does not hold": "do not hold"}
+
+
+def tally(verdicts: pd.Series) -> dict[str, int]:
+    """How many tests got each verdict (grouped as VERDICTS names them); the rest have none."""
+    said = verdicts.map(lambda v: next((VERDICTS[k] for k in sorted(VERDICTS, key=len, reverse=True)
+                                        if v.startswith(k)), "have no verdict"))
+    order = [*dict.fromkeys(VERDICTS.values()), "have no verdict"]
+    counts = said.value_counts()
+    return {k: int(counts[k]) for k in order if k in counts}

@@ -69,10 +69,10 @@ def test_a_cell_that_failed_in_one_run_of_three_gives_no_ratio():
 
 
 @pytest.mark.parametrize("measured,effect,expected", [
-    ((1.9, 1.7, 2.1), 1.25, "holds in direction, different size"),  # the old ratio rule called this 'holds'
+    ((1.9, 1.7, 2.1), 1.25, "holds in direction, larger than documented"),  # the old ratio rule called this 'holds'
     ((1.3, 1.2, 1.4), 1.25, "holds"),
     ((3.1, 2.9, 3.3), 3.0, "holds"),
-    ((36.7, 30.0, 38.0), 2.98, "holds in direction, different size"),
+    ((36.7, 30.0, 38.0), 2.98, "holds in direction, larger than documented"),
     ((1.02, 0.97, 1.08), 1.25, "not established"),
     ((0.8, 0.7, 0.9), 1.25, "does not hold (the opposite)"),
     ((1.5, 1.4, 1.6), None, "holds (direction only; no size documented)"),

@@ -462,4 +462,15 @@ def test_the_summary_says_what_optimized_applies_and_the_ladder_in_its_order():
                                                         ("ladder-upto-amp", "stage", "amp", "ladder")])])
     line = report.optimized_line(v)
     assert "every fix at once (workers, amp)" in line and "tf32 are measured beside the fixes" in line
-    assert "baseline -> tf32 -> amp." in line
+    assert "baseline -> tf32 -> amp." in report.terms(v)
+
+
+def test_the_summary_names_each_fix_by_the_knobs_it_sets_and_tallies_the_verdicts():
+    v = pd.DataFrame([{"workload": "w", "variant": n, "kind": k, "order": i, "side": "", "num_workers": w,
+                       "sync_every": s} for i, (n, k, w, s) in enumerate(
+                          [("baseline", "baseline", 0.0, 1.0), ("workers", "fix", 8.0, 1.0), ("lazy-sync", "fix", 0.0, 10.0)])])
+    assert "`workers`: num_workers=8; `lazy-sync`: sync_every=10." in report.glossary(v)
+    said = pd.Series(["holds", "holds in direction, larger than documented", "holds (direction only; no size documented)",
+                      "too few runs", "holds"])
+    assert report.tally_line(said) == ("Of 5 tests: 2 hold, 1 hold in direction (no size documented), "
+                                       "1 hold in direction at another size, 1 have no verdict.\n")
