@@ -28,10 +28,11 @@ RULES = (f"Rules, first match wins: **input-bound** when the loop waits for inpu
          f"synchronizes every step (`lazy-sync`); **launch-bound** when it idles that much and kernels average under "
          f"{SHORT_KERNEL_US:g} us (`compile`); otherwise the GPU is busy (on its timeline, or without one by NVML's "
          f"utilization) and ncu's bound class of the top kernels, "
-         f"weighted by kernel time, decides (memory- or compute-bound: `amp`; latency-bound: `compile`). "
+         f"weighted by kernel time, decides (memory- or compute-bound: `amp`; latency-bound: `compile`; no ncu data: GPU-bound, `amp`). "
          f"**confirmed**: the prescribed variant's paired speedup exceeds {CONFIRM:g}x even at the low end of its 95 % interval.\n")
 PRESCRIPTION = {"input-bound": "workers", "sync-bound": "lazy-sync", "launch-bound": "compile",
-                "memory-bound kernels": "amp", "compute-bound kernels": "amp", "latency-bound kernels": "compile"}
+                "memory-bound kernels": "amp", "compute-bound kernels": "amp", "latency-bound kernels": "compile",
+                "GPU-bound (kernel class not measured)": "amp"}
 
 
 def value(summary: pd.DataFrame, workload: str, variant: str, metric: str, profilers=("timing",)) -> float | None:
@@ -104,7 +105,7 @@ def classify(summary: pd.DataFrame, kernels: pd.DataFrame, workload: str) -> tup
     found = kernel_class(kernels, workload)
     if found:
         return found[0], f"GPU busy {busy:.0f}%{source}; {found[1]}"
-    return "compute-bound kernels", f"GPU busy {busy:.0f}%{source}; no ncu data: class assumed from the busy GPU"
+    return "GPU-bound (kernel class not measured)", f"GPU busy {busy:.0f}%{source}; no ncu data for the kernels' class"
 
 
 def diagnose(summary: pd.DataFrame, kernels: pd.DataFrame, ratios: pd.DataFrame) -> pd.DataFrame:

@@ -31,10 +31,10 @@ NO_KERNELS = pd.DataFrame(columns=["workload", "variant", "profiler", "share", "
     ([("timing", "input_wait_share", 5.0), ("torch", "gpu_busy_share", 50.0), ("torch", "kernel_mean_duration", 6.0)],
      "launch-bound"),
     ([("timing", "input_wait_share", 5.0), ("nsys", "gpu_busy", 95.0), ("nsys", "sync_calls_per_step", 3.0)],
-     "compute-bound kernels"),
+     "GPU-bound (kernel class not measured)"),
     ([("timing", "input_wait_share", 5.0)], "unknown"),
     # no timeline: NVML's utilization tells a busy GPU, but not why an idle one idles
-    ([("timing", "input_wait_share", 5.0), ("timing", "gpu_util", 93.0)], "compute-bound kernels"),
+    ([("timing", "input_wait_share", 5.0), ("timing", "gpu_util", 93.0)], "GPU-bound (kernel class not measured)"),
     ([("timing", "input_wait_share", 5.0), ("timing", "gpu_util", 50.0)], "unknown"),
 ])
 def test_each_rule(rows, expected):
