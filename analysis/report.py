@@ -226,7 +226,8 @@ def summary_section(summary, tables, claim_rows) -> list[str]:
             "**The fixes that gained most**, by side (input: the loader and the copy; step: the GPU's work and the "
             "host's syncs), each on the first of these bases that gives it an interval: a step-side fix at the step "
             "alone (the ladder), else with the other fixes on (optimized against optimized without it), else alone "
-            "against the baseline; only established gains are listed, each with its basis:\n", gains_table(summary, tables),
+            "against the baseline; only established gains are listed, each with its basis (gains on different bases do not "
+            "multiply to optimized's speedup: the ablation and the stage-by-stage chain below split that):\n", gains_table(summary, tables),
             "**Do the articles' claims hold here?** (details: [Documented claims](#documented-claims)):\n",
             claims_digest(claim_rows), tally_line(claim_rows.verdict), sources_line(claim_rows.source.str.split(", ").explode()),
             "**Caveats**:\n", caveats_text(summary, tables)]
