@@ -111,6 +111,9 @@ def test_pending_lists_the_cells_without_a_record_each_with_why(tmp_path, monkey
     (("cpu", "workloads", "alexnet"), {"batch_size": 8}, r"presets\.cpu\.workloads: unknown name 'alexnet'"),
     (("gpu", "profile", "nsys"), {"variants": ["baseline", "turbo"]}, r"presets\.gpu\.profile\.nsys\.variants: unknown name 'turbo'"),
     (("cpu", "profile", "torch"), {"workloads": ["alexnet"]}, r"presets\.cpu\.profile\.torch\.workloads: unknown name 'alexnet'"),
+    # a profiled variant outside the preset's own variants would never be observed
+    (("headline", "profile", "ncu"), {"variants": ["amp-bf16"]},
+     r"presets\.headline\.profile\.ncu\.variants: not among the preset's variants: 'amp-bf16'"),
 ])
 def test_every_value_a_cell_uses_is_checked_before_anything_runs(where, value, pattern):
     c = _load(preset="cpu")
@@ -130,3 +133,4 @@ def test_a_preset_with_more_classes_than_images_is_refused():
 def test_an_unknown_preset_names_the_presets():
     with pytest.raises(ConfigError, match=r"preset: 'tpu' is not one of the presets: cpu, gpu, headline"):
         matrix.resolve(_load(preset="tpu"))
+

@@ -50,10 +50,10 @@ def resolve(config: dict) -> dict:
     return config
 
 
-def _unknown(key: str, chosen, known: list[str]) -> None:
+def _unknown(key: str, chosen, known: list[str], what: str = "unknown name") -> None:
     bad = [n for n in ([] if chosen == "all" else chosen) if n not in known]
     if bad:
-        raise ConfigError(f"{key}: unknown name {', '.join(map(repr, bad))}; known: {', '.join(known)}")
+        raise ConfigError(f"{key}: {what} {', '.join(map(repr, bad))}; known: {', '.join(known)}")
 
 
 def check_values(key: str, lists: dict) -> None:
@@ -74,6 +74,9 @@ def check_names(config: dict, known: dict) -> None:
         for profiler, chosen in p.get("profile", {}).items():
             for key in ("variants", "workloads"):
                 _unknown(f"presets.{preset}.profile.{profiler}.{key}", chosen.get(key, "all"), known[key])
+            if "variants" in p:  # a profiled variant the preset does not run would silently never be observed
+                _unknown(f"presets.{preset}.profile.{profiler}.variants", chosen.get("variants", "all"),
+                         p["variants"], "not among the preset's variants:")
     _unknown("scaling.workloads", config.get("scaling", {}).get("workloads", []), known["workloads"])
 
 
