@@ -28,6 +28,8 @@ def machines_table(dirs: list[Path]) -> str:
                "driver, CUDA, torch": " / ".join(sorted({f"{e.get('driver')}, {e.get('cuda')}, {e.get('torch')}" for e in envs})),
                "sets of runs": str(len(envs))}
         col |= {f"matmul peak measured here, {p} (TFLOP/s)": num(v) for p, v in limits.get("peak_tflops", {}).items()}
+        if "bandwidth_gbps" in limits:
+            col["memory bandwidth measured here, a 1 GiB copy (GB/s)"] = num(limits["bandwidth_gbps"])
         rows[d.name] = col
     df = pd.DataFrame(rows)
     return table(df.reset_index().rename(columns={"index": ""}).fillna(""))
@@ -86,7 +88,8 @@ def render(root: str | Path) -> Path:
              "one set of runs [95 % interval]. A ratio never pairs runs of two machines: compare two folders cell by "
              "cell with `trainperf compare results/<a> results/<b>`.\n",
              "## The machines\n", machines_table(dirs),
-             "Memory bandwidth is not measured by the suite; the measured matmul peaks and the host's cores are.\n",
+             "Each peak is measured on the machine for each set of runs (its limits.json): the best of 7 repeats; "
+             "a blank or a missing row: sets of runs made before the suite measured it.\n",
              "## What each workload trains at (speedup over the machine's own baseline)\n", headline_table(tables),
              "Published elsewhere: " + "; ".join(f"{a['workload']}, {a['source']}, {a['gpu']}: {a['figure']}" for a in anchors) + ".\n",
              "## Each fix's gain, per machine\n",

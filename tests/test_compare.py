@@ -75,8 +75,10 @@ def test_the_machines_page_sets_each_machine_beside_the_others(tmp_path):
     aggregate.main(sorted((DATA.parent / "h200-timing").glob("*.json")), [], tmp_path / "h200", catalog=catalog)
     aggregate.main(sorted(DATA.glob(f"*--{SETS[1]}.json")), [], tmp_path / "h100", catalog=catalog)
     (tmp_path / "cpu").mkdir()  # a CPU run's folder is no machine to compare
+    (tmp_path / "h100" / "limits.json").write_text(json.dumps({"peak_tflops": {"fp32": 51.6}, "bandwidth_gbps": 2900.0}))
     text = machines.render(tmp_path).read_text()
     assert "| workload | variant | h100 | h200 |" in text and "| cpu" not in text
+    assert "| memory bandwidth measured here, a 1 GiB copy (GB/s) | 2,900 |  |" in text  # the h200 set predates it
     rows = [line for line in text.split("## The documented claims")[1].splitlines() if line.startswith("| ")]
     assert len(rows) - 2 == sum(len(c["tests"]) for c in claims.load())
     h100 = report.load_tables(tmp_path / "h100")

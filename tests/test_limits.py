@@ -1,5 +1,5 @@
-"""The matmul peak of limits.json: measured once per set of runs (same environment, commit and
-day) and reused by every later call of that set, the best of several repeats."""
+"""The matmul peak and the copy bandwidth of limits.json: measured once per set of runs (same
+environment, commit and day) and reused by every later call of that set, the best of several repeats."""
 import json
 
 import pytest
@@ -20,7 +20,11 @@ def measured(monkeypatch):
     def fake(precision, device, repeats=3, seconds=0.0):
         calls.append(precision)
         return [NOISY[(len(calls) - 1) % len(NOISY)] * (1 - i / 10) for i in range(repeats)]
+    def copy(device):
+        calls.append("copy")
+        return [5.0, 7.5, 6.0]  # GB/s per repeat
     monkeypatch.setattr(limits, "matmul_peak", fake)
+    monkeypatch.setattr(limits, "copy_bandwidth", copy)
     return calls
 
 
@@ -32,10 +36,11 @@ def limits_json(tmp_path, name: str) -> dict:
 
 def test_the_peak_is_measured_once_per_set_of_runs_and_reused(tmp_path, measured, monkeypatch):
     first, again = limits_json(tmp_path, "first"), limits_json(tmp_path, "again")
-    per_set = len(first["peak_tflops"])  # one measurement per precision of this machine
+    per_set = len(first["peak_tflops"]) + 1  # one measurement per precision of this machine, and its bandwidth
     assert len(measured) == per_set and again["peak_tflops"] == first["peak_tflops"]
+    assert first["bandwidth_gbps"] == again["bandwidth_gbps"] == 7.5  # the best repeat of the copy
     assert not first["peak"]["reused"] and again["peak"]["reused"]
-    assert first["peak_tflops"] == {p: max(r) for p, r in first["peak"]["repeats"].items()}  # the best repeat
+    assert first["peak_tflops"] == {p: max(r) for p, r in first["peak"]["repeats"].items() if p != "copy"}  # the best repeat
     real = env.fingerprint()
     monkeypatch.setattr(env, "fingerprint", lambda: {**real, "git_commit": "another-commit"})
     other_commit = limits_json(tmp_path, "other-commit")
@@ -51,3 +56,9 @@ def test_the_peak_is_measured_once_per_set_of_runs_and_reused(tmp_path, measured
 def test_a_peak_is_the_best_of_repeats_each_timing_many_matmuls():
     repeats = limits.matmul_peak("fp32", torch.device("cpu"), repeats=3, seconds=0.05)
     assert len(repeats) == 3 and all(r > 0 for r in repeats)
+
+
+def test_the_bandwidth_is_the_best_of_repeats_each_timing_many_copies():
+    repeats = limits.copy_bandwidth(torch.device("cpu"), repeats=3, seconds=0.05)
+    assert len(repeats) == 3 and all(r > 0.1 for r in repeats)  # GB/s: any memory copies faster than 100 MB/s
+

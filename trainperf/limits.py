@@ -1,6 +1,7 @@
 """The limits a run is measured against: the model FLOPs of one training step, counted with
-torch.utils.flop_counter, and the matrix-multiply peak of this machine per precision, measured
-here (not a datasheet figure), once per set of runs. MFU = achieved model FLOP/s over that peak."""
+torch.utils.flop_counter, and the matrix-multiply peak of this machine per precision and its memory
+bandwidth (a large copy), measured here (not datasheet figures), once per set of runs. MFU =
+achieved model FLOP/s over that peak."""
 from __future__ import annotations
 
 import json
@@ -64,6 +65,25 @@ def matmul_peak(precision: str, device: torch.device, repeats: int = 7, seconds:
     return out
 
 
+def copy_bandwidth(device: torch.device, repeats: int = 7, seconds: float = 0.3) -> list[float]:
+    """GB/s of one large buffer copied on the device, each byte read once and written once, per
+    repeat (timed like matmul_peak); the best repeat is the memory bandwidth a kernel can reach."""
+    n = (1 << 28) if device.type == "cuda" else (1 << 24)  # float32: 1 GiB on a GPU, 64 MiB on a CPU
+    src, dst = torch.randn(n, device=device), torch.empty(n, device=device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    dst.copy_(src)
+    sync()
+    out = []
+    for _ in range(repeats):
+        copies, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            dst.copy_(src)
+            copies += 1
+            sync()
+        out.append(2 * src.nbytes * copies / (time.perf_counter() - t0) / 1e9)
+    return out
+
+
 def today() -> str:
     return time.strftime("%Y-%m-%d")  # local, as the runs' `started`
 
@@ -79,9 +99,9 @@ def _same(entry: dict, key: dict) -> bool:
 
 
 def peaks(device: torch.device, fingerprint: dict, cache: Path | None = None) -> dict:
-    """The matmul peak per precision of this set of runs: taken from `cache` (a JSON list of the
-    peaks measured on this machine, one entry per set of runs) where this set measured it, else
-    measured now and added there. Every table of one set of runs then divides by one peak."""
+    """The matmul peak per precision and the copy bandwidth of this set of runs: taken from `cache`
+    (a JSON list of the peaks measured on this machine, one entry per set of runs) where this set
+    measured them, else measured now and added there. Every table of one set divides by one peak."""
     precisions = list(PRECISIONS) if device.type == "cuda" else ["fp32"]
     entries = json.loads(cache.read_text()) if cache and cache.is_file() else []
     key = run_set(fingerprint, device)
@@ -93,11 +113,15 @@ def peaks(device: torch.device, fingerprint: dict, cache: Path | None = None) ->
     for p in missing:
         entry["repeats"][p] = matmul_peak(p, device)
         entry["peak_tflops"][p] = max(entry["repeats"][p])
+    if "bandwidth_gbps" not in entry:  # the repeats' key `copy`: a peak measured by a copy, not a matmul
+        missing.append("copy")
+        entry["repeats"]["copy"] = copy_bandwidth(device)
+        entry["bandwidth_gbps"] = max(entry["repeats"]["copy"])
     if cache and missing:
         write_json(cache, entries)
-    return {"peak_tflops": {p: entry["peak_tflops"][p] for p in precisions},
+    return {"peak_tflops": {p: entry["peak_tflops"][p] for p in precisions}, "bandwidth_gbps": entry["bandwidth_gbps"],
             "peak": {"measured": entry["measured"], "reused": not missing,
-                     "repeats": {p: entry["repeats"][p] for p in precisions}}}
+                     "repeats": {p: entry["repeats"][p] for p in [*precisions, "copy"]}}}
 
 
 def measure(workloads: dict, device: torch.device, fingerprint: dict, cache: Path | None = None) -> dict:
