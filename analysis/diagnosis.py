@@ -23,14 +23,15 @@ IDLE_SHARE = 20.0
 SHORT_KERNEL_US = 20.0
 STEP_SHARE = 90.0  # % of its step alone a variant trains at, from which its own step is what holds it
 CONFIRM = 1.05
-RULES = (f"Rules, first match wins: **input-bound** when the loop waits for input {INPUT_SHARE:g}% of the time or "
-         f"more (prescribe `workers`); **sync-bound** when the GPU idles {IDLE_SHARE:g}% or more while the host "
+RULES = (f"Rules, first match wins: **input-bound** when the loop waits for the loader {INPUT_SHARE:g}% of the time or "
+         f"more (prescribe `workers`); **copy-bound** when it waits that much for the batch's copy to the GPU "
+         f"(`pinned-async`; a record without the split counts loader and copy together as input); **sync-bound** when the GPU idles {IDLE_SHARE:g}% or more while the host "
          f"synchronizes every step (`lazy-sync`); **launch-bound** when it idles that much and kernels average under "
          f"{SHORT_KERNEL_US:g} us (`compile`); otherwise the GPU is busy (on its timeline, or without one by NVML's "
          f"utilization) and ncu's bound class of the top kernels, "
          f"weighted by kernel time, decides (memory- or compute-bound: `amp`; latency-bound: `compile`; no ncu data: GPU-bound, `amp`). "
          f"**confirmed**: the prescribed variant's paired speedup exceeds {CONFIRM:g}x even at the low end of its 95 % interval.\n")
-PRESCRIPTION = {"input-bound": "workers", "sync-bound": "lazy-sync", "launch-bound": "compile",
+PRESCRIPTION = {"input-bound": "workers", "copy-bound": "pinned-async", "sync-bound": "lazy-sync", "launch-bound": "compile",
                 "memory-bound kernels": "amp", "compute-bound kernels": "amp", "latency-bound kernels": "compile",
                 "GPU-bound (kernel class not measured)": "amp"}
 
@@ -90,7 +91,13 @@ def classify(summary: pd.DataFrame, kernels: pd.DataFrame, workload: str) -> tup
     nvml = value(summary, workload, "baseline", "gpu_util")  # no timeline: NVML's sampled utilization
     syncs = value(summary, workload, "baseline", "sync_calls_per_step", ("nsys",))
     mean_us = value(summary, workload, "baseline", "kernel_mean_duration", prof)
-    if wait is not None and wait >= INPUT_SHARE:
+    loader, copy = (value(summary, workload, "baseline", m) for m in ("loader_wait_share", "copy_wait_share"))
+    if loader is not None and copy is not None:
+        if loader >= INPUT_SHARE:
+            return "input-bound", f"waits for the loader {loader:.0f}% of the time (for the copy {copy:.0f}%)"
+        if copy >= INPUT_SHARE:
+            return "copy-bound", f"waits for the copy to the GPU {copy:.0f}% of the time (for the loader {loader:.0f}%)"
+    elif wait is not None and wait >= INPUT_SHARE:
         return "input-bound", f"waits for input {wait:.0f}% of the time"
     source = ""
     if busy is None and nvml is not None and 100 - nvml < IDLE_SHARE:  # busy: no timeline needed to say so

@@ -53,6 +53,7 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
              "speedup (paired, 95 % CI)": "" if v == "baseline" else ratio_text(ratio_row(ratios, workload, "baseline", v)),
              "step (ms)": cell(summary, workload, v, "step_time_mean"),
              "input wait (%)": cell(summary, workload, v, "input_wait_share"),
+             "of it, the copy (%)": cell(summary, workload, v, "copy_wait_share"),
              "peak memory (GiB)": cell(summary, workload, v, "peak_memory") or cell(summary, workload, v, "peak_host_memory"),
              "energy (J/sample)": cell(summary, workload, v, "energy_per_sample"),
              "energy vs baseline (paired)": "" if v == "baseline" else

@@ -74,6 +74,10 @@ def summarize(workload, spec, steps, warm, elapsed, warmup_s, observer, device, 
         ("warmup_time", warmup_s, "s"),
         ("first_step_time", warm[0]["wall_s"], "s"),
     ] + ([("final_loss", statistics.mean(last), "nats")] if last else [])
+    if all("loader_s" in s for s in steps):  # input = the loader's wait + the copy to the device
+        loader_s = sum(s["loader_s"] for s in steps)
+        metrics += [("loader_wait_share", 100 * loader_s / elapsed, "%"),
+                    ("copy_wait_share", 100 * (input_s - loader_s) / elapsed, "%")]
     if workload.units_per_sample() > 1:
         metrics.append(("token_throughput", n * bs * workload.units_per_sample() / elapsed, "tokens/s"))
     if device.type == "cuda":

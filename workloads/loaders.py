@@ -5,6 +5,7 @@ so no epoch boundary falls inside the measurement).
 """
 from __future__ import annotations
 
+import time
 from typing import Iterator
 
 import numpy as np
@@ -113,16 +114,19 @@ def dali_loader(root, batch_size: int, size: int, knobs: dict, device: torch.dev
 class SideStreamCopy:
     """Copy batch k+1 to the GPU on a side stream (non_blocking, from pinned memory) while the
     default stream computes on batch k. The compute stream waits on the copy stream before it
-    uses a batch, and record_stream keeps the allocator from reusing the memory too early."""
+    uses a batch, and record_stream keeps the allocator from reusing the memory too early.
+    `loader_s`: how long the last call waited for the loader (the rest of it: the copy's)."""
 
     def __init__(self, batches: Iterator, device: torch.device, prepare):
         self.batches, self.device, self.prepare = batches, device, prepare
         self.stream = torch.cuda.Stream(device)
-        self.next = None
+        self.next, self.loader_s = None, 0.0
         self._load()
 
     def _load(self):
+        t0 = time.perf_counter()
         x, y = next(self.batches)
+        self.loader_s = time.perf_counter() - t0
         with torch.cuda.stream(self.stream):
             self.next = self.prepare(x.to(self.device, non_blocking=True)), y.to(self.device, non_blocking=True)
 
@@ -138,7 +142,18 @@ class SideStreamCopy:
         return x, y
 
 
-def blocking_copy(batches: Iterator, device: torch.device, prepare) -> Iterator:
-    """The naive copy: each batch moved to the device when the step asks for it."""
-    for x, y in batches:
-        yield prepare(x.to(device)), y.to(device)
+class BlockingCopy:
+    """The naive copy: each batch moved to the device when the step asks for it (from pageable
+    memory the copy also waits for the GPU's queued work). `loader_s` as in SideStreamCopy."""
+
+    def __init__(self, batches: Iterator, device: torch.device, prepare):
+        self.batches, self.device, self.prepare, self.loader_s = batches, device, prepare, 0.0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        t0 = time.perf_counter()
+        x, y = next(self.batches)
+        self.loader_s = time.perf_counter() - t0
+        return self.prepare(x.to(self.device)), y.to(self.device)

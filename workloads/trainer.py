@@ -90,7 +90,7 @@ def input_batches(workload, spec: dict, device: torch.device, shard: ddp.Shard =
         batches = iter(source)
     if device.type == "cuda" and knobs["copy"] == "async":
         return source, loaders.SideStreamCopy(batches, device, prepare)
-    return source, loaders.blocking_copy(batches, device, prepare)
+    return source, loaders.BlockingCopy(batches, device, prepare)
 
 
 def data_params(workload_cls, path: str) -> dict:
@@ -244,6 +244,7 @@ class Trainer:
         with self.mark("input"):
             x, y = next(self.batches)
         t1 = time.perf_counter()
+        loader_s = getattr(self.batches, "loader_s", None)  # of input_s, the loader's part (the rest: the copy)
         if not self.trains:  # the loader alone: the batch has reached the device, nothing more
             self.synchronize()
         else:
@@ -251,7 +252,8 @@ class Trainer:
             if (i + 1) % self.knobs["sync_every"] == 0 or last:
                 with self.mark("sync"):
                     self.sync_losses(i)
-        return {"step": i, "input_s": t1 - t0, "wall_s": time.perf_counter() - t0}
+        return {"step": i, "input_s": t1 - t0, "wall_s": time.perf_counter() - t0,
+                **({} if loader_s is None else {"loader_s": loader_s})}
 
     def drain(self) -> int:
         return 0 if self.one_batch else drain(self.batches, prefetch_depth(self.knobs))
