@@ -6,7 +6,7 @@ the paired ratio of its pair (analysis/paired.py) and that ratio's 95 % interval
 - holds: the interval of the measured gain reaches the documented gain within a factor of
   SIZE_FACTOR either way;
 - holds in direction, larger (or smaller) than documented: the gain is established in the
-  documented direction, but its interval stays above (below) that band;
+  documented direction, but its interval stays further from (closer to) no change than that band;
 - not established: the interval holds no change;
 - does not hold (the opposite): the interval lies on the other side of no change;
 - no verdict, with why: too few pairs for an interval; not run here (the preset left a cell out);
@@ -32,7 +32,7 @@ RULE = (f"A claim is judged on its gain: the paired ratio after / before of its 
         f"paired by repetition; median and 95 % bootstrap interval) less one, against the documented gain. "
         f"**holds**: the interval reaches the documented gain within a factor of {SIZE_FACTOR:g} either way; "
         f"**holds in direction, larger / smaller than documented**: an established gain of the documented sign whose "
-        f"interval stays above / below that band; "
+        f"interval stays further from / closer to no change than that band; "
         f"**not established**: the interval holds no change; **does not hold**: the interval lies on the other side; "
         f"**too few pairs** (fewer than {paired.MIN_PAIRS}), **unpaired** (no set of runs measured both cells), "
         f"**not run here**, **not measurable here** (a cell failed or does not give the metric): no verdict, and why. "

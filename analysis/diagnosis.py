@@ -2,13 +2,15 @@
 from its profiles by fixed rules, the variant that targets it, and that variant's measured effect.
 
 The rules, first match wins (thresholds below):
-1. input-bound   the loop waits for input for INPUT_SHARE % of the time or more  -> workers (dali)
+1. input-bound   the loop waits for input for INPUT_SHARE % of the time or more, the loader's part
+                 the larger -> workers (dali); copy-bound: the copy to the GPU's part -> pinned-async
 2. sync-bound    the GPU is idle for IDLE_SHARE % or more while the host syncs every step -> lazy-sync
 3. launch-bound  the GPU is idle for IDLE_SHARE % or more and kernels are short (mean below
                  SHORT_KERNEL_US) -> compile (fewer, fused kernels)
 4. memory-bound / compute-bound / latency-bound kernels: the GPU is busy (on a timeline, or without
                  one by NVML's utilization, which says that it is busy but not why it idles); ncu's class of the top
-                 kernels, weighted by their share of kernel time -> amp (tensor cores, half the bytes)
+                 kernels, weighted by their share of kernel time -> amp (tensor cores, half the bytes);
+                 without ncu data: GPU-bound (kernel class not measured) -> amp
 The verdict: "confirmed" when the prescribed variant's paired speedup is above CONFIRM even at the low end
 of its spread, "not confirmed" otherwise.
 """
@@ -23,9 +25,9 @@ IDLE_SHARE = 20.0
 SHORT_KERNEL_US = 20.0
 STEP_SHARE = 90.0  # % of its step alone a variant trains at, from which its own step is what holds it
 CONFIRM = 1.05
-RULES = (f"Rules, first match wins: **input-bound** when the loop waits for the loader {INPUT_SHARE:g}% of the time or "
-         f"more (prescribe `workers`); **copy-bound** when it waits that much for the batch's copy to the GPU "
-         f"(`pinned-async`; a record without the split counts loader and copy together as input); **sync-bound** when the GPU idles {IDLE_SHARE:g}% or more while the host "
+RULES = (f"Rules, first match wins: **input-bound** when the loop waits for input (the loader, then the batch's copy "
+         f"to the GPU) {INPUT_SHARE:g}% of the time or more and the loader's part is the larger (prescribe `workers`); "
+         f"**copy-bound** when the copy's part is (`pinned-async`); **sync-bound** when the GPU idles {IDLE_SHARE:g}% or more while the host "
          f"synchronizes every step (`lazy-sync`); **launch-bound** when it idles that much and kernels average under "
          f"{SHORT_KERNEL_US:g} us (`compile`); otherwise the GPU is busy (on its timeline, or without one by NVML's "
          f"utilization) and ncu's bound class of the top kernels, "
@@ -92,12 +94,10 @@ def classify(summary: pd.DataFrame, kernels: pd.DataFrame, workload: str) -> tup
     syncs = value(summary, workload, "baseline", "sync_calls_per_step", ("nsys",))
     mean_us = value(summary, workload, "baseline", "kernel_mean_duration", prof)
     loader, copy = (value(summary, workload, "baseline", m) for m in ("loader_wait_share", "copy_wait_share"))
-    if loader is not None and copy is not None:
-        if loader >= INPUT_SHARE:
-            return "input-bound", f"waits for the loader {loader:.0f}% of the time (for the copy {copy:.0f}%)"
-        if copy >= INPUT_SHARE:
-            return "copy-bound", f"waits for the copy to the GPU {copy:.0f}% of the time (for the loader {loader:.0f}%)"
-    elif wait is not None and wait >= INPUT_SHARE:
+    if loader is not None and copy is not None and loader + copy >= INPUT_SHARE:
+        said = f"waits for the loader {loader:.0f}% of the time, for the copy to the GPU {copy:.0f}%"
+        return ("input-bound" if loader >= copy else "copy-bound"), said
+    if loader is None and wait is not None and wait >= INPUT_SHARE:  # a record without the split
         return "input-bound", f"waits for input {wait:.0f}% of the time"
     source = ""
     if busy is None and nvml is not None and 100 - nvml < IDLE_SHARE:  # busy: no timeline needed to say so

@@ -53,7 +53,7 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
              "speedup (paired, 95 % CI)": "" if v == "baseline" else ratio_text(ratio_row(ratios, workload, "baseline", v)),
              "step (ms)": cell(summary, workload, v, "step_time_mean"),
              "input wait (%)": cell(summary, workload, v, "input_wait_share"),
-             "of it, the copy (%)": cell(summary, workload, v, "copy_wait_share"),
+             "of which the copy (% of time)": cell(summary, workload, v, "copy_wait_share"),
              "peak memory (GiB)": cell(summary, workload, v, "peak_memory") or cell(summary, workload, v, "peak_host_memory"),
              "energy (J/sample)": cell(summary, workload, v, "energy_per_sample"),
              "energy vs baseline (paired)": "" if v == "baseline" else
@@ -94,8 +94,7 @@ def claims_rows(tables: dict) -> pd.DataFrame:
                                        for v, lo, hi, n in zip(c.value, c.lo, c.hi, c.n)]
     c["measured here (95 % CI, n)"] += [f"; {b} {num(x)}" if isinstance(b, str) and not pd.isna(x) else ""
                                         for b, x in zip(c.beside, c.beside_value)]
-    c["verdict"] = [f"{v}: {w}" if isinstance(w, str) and w and "no interval" not in v else v
-                    for v, w in zip(c.verdict, c.why)]  # a verdict that says it has no interval says why
+    c["verdict"] = [f"{v}: {w}" if isinstance(w, str) and w else v for v, w in zip(c.verdict, c.why)]  # no verdict: why
     return c
 
 
@@ -174,13 +173,14 @@ def glossary(variants: pd.DataFrame) -> str:
         return int(x) if isinstance(x, float) and x.is_integer() else x
     said = [f"`{v}`: " + ", ".join(f"{k}={value(x)}" for k, x in knobs)
             for v, knobs in first.fix_knobs(variants).items() if knobs]
-    return ("Fixes, by the knobs each sets on the baseline (workloads/knobs.py says what each knob does): "
+    return ("The fixes and the variants measured beside them, by the knobs each sets on the baseline "
+            "(workloads/knobs.py says what each knob does): "
             + "; ".join(said) + ".\n" if said else "")
 
 
 def tally_line(verdicts: pd.Series) -> str:
     t = first.tally(verdicts)
-    return f"Of {len(verdicts)} tests: " + ", ".join(f"{n} {k}" for k, n in t.items()) + ".\n" if t else ""
+    return f"Verdicts of the {len(verdicts)} tests: " + "; ".join(f"{k}: {n}" for k, n in t.items()) + ".\n" if t else ""
 
 
 def terms(variants: pd.DataFrame) -> str:

@@ -103,11 +103,11 @@ def caveats(summary: pd.DataFrame, cells: pd.DataFrame) -> dict:
 def fix_knobs(variants: pd.DataFrame) -> dict[str, list[tuple[str, object]]]:
     """Each fix and extra variant, with the knobs it sets away from the baseline (of the first
     workload where it sets any), in the matrix's order."""
-    if "kind" not in variants:
+    if "kind" not in variants or "side" not in variants:
         return {}
     knobs = list(variants.columns[variants.columns.get_loc("side") + 1:])
     out = {}
-    for r in variants[variants.kind.isin(["fix", "extra"])].sort_values("order").itertuples(index=False):
+    for r in variants[variants.kind.isin(["fix", "extra"])].sort_values(["order", "workload"]).itertuples(index=False):
         base = variants[(variants.workload == r.workload) & (variants.variant == "baseline")]
         if out.get(r.variant) or base.empty:
             continue
@@ -116,15 +116,16 @@ def fix_knobs(variants: pd.DataFrame) -> dict[str, list[tuple[str, object]]]:
     return out
 
 
-VERDICTS = {"holds": "hold", "holds (direction only": "hold in direction (no size documented)",
-            "holds in direction": "hold in direction at another size", "not established": "are not established",
-            "does not hold": "do not hold"}
+VERDICTS = {"holds": "holds", "holds (direction only": "holds in direction (no size documented)",
+            "holds in direction, larger": "holds in direction, larger than documented",
+            "holds in direction, smaller": "holds in direction, smaller than documented",
+            "not established": "not established", "does not hold": "does not hold"}
 
 
 def tally(verdicts: pd.Series) -> dict[str, int]:
     """How many tests got each verdict (grouped as VERDICTS names them); the rest have none."""
     said = verdicts.map(lambda v: next((VERDICTS[k] for k in sorted(VERDICTS, key=len, reverse=True)
-                                        if v.startswith(k)), "have no verdict"))
-    order = [*dict.fromkeys(VERDICTS.values()), "have no verdict"]
+                                        if v.startswith(k)), "no verdict"))
+    order = [*dict.fromkeys(VERDICTS.values()), "no verdict"]
     counts = said.value_counts()
     return {k: int(counts[k]) for k in order if k in counts}

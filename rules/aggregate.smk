@@ -71,8 +71,8 @@ rule machines:
 
 
 rule limits:
-    """The model FLOPs per sample (counted each time) and the matmul peaks, measured once per set of
-    runs (runs/<machine>/peaks.json keeps them: an output would be deleted before the job) after
+    """The model FLOPs per sample (counted each time) and the matmul peaks and memory bandwidth, measured
+    once per set of runs (runs/<machine>/peaks.json keeps them: an output would be deleted before the job) after
     the last sweep, so that no training shares the cores or the GPU while they are measured."""
     input:
         [ancient(p) for p in sorted({specs[0][0]["data"] for specs in SWEEPS.values()})],

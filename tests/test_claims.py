@@ -39,6 +39,10 @@ def measured(median, lo, hi, kind="ratio", status=None):
     ("difference", (4.0, 3.0, 5.0), 5.0, "holds"),
     ("difference", (-1.0, -2.0, -0.5), 5.0, "does not hold (the opposite)"),
     ("difference", (0.5, -0.2, 1.0), 5.0, "not established"),
+    # a documented loss: its size is how far from no change, whatever the sign
+    ("difference", (-12.0, -14.0, -11.0), -5.0, "holds in direction, larger than documented"),
+    ("difference", (-1.0, -1.5, -0.5), -5.0, "holds in direction, smaller than documented"),
+    ("difference", (-4.0, -6.0, -3.0), -5.0, "holds"),
     ("share", (40.0, 38.0, 42.0), 35.0, "holds"),
     ("share", (90.0, 88.0, 92.0), 35.0, "does not hold (outside the documented range)"),
 ])
@@ -88,6 +92,24 @@ def test_registry_covers_every_documented_claim_with_cells_of_the_matrix():
     names = set(variants.names(config.load()))
     named = {v for c in claims.load() for t in c["tests"] for v in (t["before"], t.get("after")) if v}
     assert named <= names, named - names  # a pair the matrix never runs would never be measured
+
+
+def test_the_headline_preset_runs_every_cell_the_claims_read_in_every_repetition():
+    """On a GPU (assumed here, its tools not looked for), each claim's cells run under their
+    profiler in all three repetitions, or are skipped as the same knobs as a cell that runs."""
+    from trainperf import config, matrix
+    c = matrix.resolve(config.load(overrides={"preset": "headline", "gpu_jobs": True, "machine": "h200"}))
+    cells = {tuple(x["keys"].values()): x for x in matrix.cells(c)}
+    missing = []
+    for t in (t for claim in claims.load() for t in claim["tests"]):
+        for v, rep in ((v, r) for v in (t["before"], t.get("after")) if v for r in range(3)):
+            x = cells.get((t["workload"], v, t.get("profiler", "timing"), rep))
+            same = x and x["status"] == "skipped" and str(x["reason"]).startswith("same knobs as ")
+            if same:
+                x = cells.get((t["workload"], x["reason"].split()[3], t.get("profiler", "timing"), rep))
+            if not x or x["status"] != "run":
+                missing.append((t["workload"], v, t.get("profiler", "timing"), rep, x and x["reason"]))
+    assert not missing
 
 
 def results(paths, tmp_path, skipped=()):

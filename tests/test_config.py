@@ -114,6 +114,9 @@ def test_pending_lists_the_cells_without_a_record_each_with_why(tmp_path, monkey
     # a profiled variant outside the preset's own variants would never be observed
     (("headline", "profile", "ncu"), {"variants": ["amp-bf16"]},
      r"presets\.headline\.profile\.ncu\.variants: not among the preset's variants: 'amp-bf16'"),
+    # ncu reads its kernels from the same cell's nsys timeline
+    (("gpu", "profile", "ncu"), {"variants": ["amp-bf16"]}, r"presets\.gpu\.profile\.ncu\.variants: not observed by nsys too"),
+    (("gpu", "profile", "ncu"), {"variants": ["baseline"], "repeat": True}, r"presets\.gpu\.profile\.ncu\.repeat: ncu repeats"),
 ])
 def test_every_value_a_cell_uses_is_checked_before_anything_runs(where, value, pattern):
     c = _load(preset="cpu")

@@ -31,6 +31,8 @@ NO_KERNELS = pd.DataFrame(columns=["workload", "variant", "profiler", "share", "
      "input-bound"),
     ([("timing", "input_wait_share", 80.0), ("timing", "loader_wait_share", 5.0), ("timing", "copy_wait_share", 75.0)],
      "copy-bound"),
+    ([("timing", "input_wait_share", 35.0), ("timing", "loader_wait_share", 20.0), ("timing", "copy_wait_share", 15.0)],
+     "input-bound"),  # neither part alone past the threshold: the larger decides
     ([("timing", "input_wait_share", 5.0), ("nsys", "gpu_busy", 60.0), ("nsys", "sync_calls_per_step", 3.0),
       ("nsys", "kernel_mean_duration", 400.0)], "sync-bound"),
     ([("timing", "input_wait_share", 5.0), ("torch", "gpu_busy_share", 50.0), ("torch", "kernel_mean_duration", 6.0)],

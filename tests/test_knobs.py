@@ -169,9 +169,9 @@ def test_the_input_observer_runs_the_loader_alone(cpu_config, variant):
     m = {r["metric"]: r["value"] for r in record["metrics"]}
     assert m["throughput"] > 0 and "final_loss" not in m
     assert m["input_wait_share"] > 90  # the loop does nothing but wait for input
-    # the loader's wait and the copy's, apart (on a GPU, DALI's batches arrive there: no copy to time)
-    assert m["loader_wait_share"] > 0 and m["copy_wait_share"] >= 0
-    assert m["loader_wait_share"] + m["copy_wait_share"] == pytest.approx(m["input_wait_share"])
+    # the loader's wait and the copy's, apart (on a GPU, DALI's batches arrive there: no copy to time);
+    # on a CPU the "copy" to the CPU is no copy, so the wait is the loader's
+    assert m["loader_wait_share"] > 10 * m["copy_wait_share"] >= 0
     t = harness.Trainer(spec, trains=False)  # what the observer asks of the trainer
     w0 = [p.detach().clone() for p in t.model.parameters()]
     for i in range(2):

@@ -472,5 +472,5 @@ def test_the_summary_names_each_fix_by_the_knobs_it_sets_and_tallies_the_verdict
     assert "`workers`: num_workers=8; `lazy-sync`: sync_every=10." in report.glossary(v)
     said = pd.Series(["holds", "holds in direction, larger than documented", "holds (direction only; no size documented)",
                       "too few runs", "holds"])
-    assert report.tally_line(said) == ("Of 5 tests: 2 hold, 1 hold in direction (no size documented), "
-                                       "1 hold in direction at another size, 1 have no verdict.\n")
+    assert report.tally_line(said) == ("Verdicts of the 5 tests: holds: 2; holds in direction (no size documented): 1; "
+                                       "holds in direction, larger than documented: 1; no verdict: 1.\n")

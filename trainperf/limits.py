@@ -113,19 +113,20 @@ def peaks(device: torch.device, fingerprint: dict, cache: Path | None = None) ->
     for p in missing:
         entry["repeats"][p] = matmul_peak(p, device)
         entry["peak_tflops"][p] = max(entry["repeats"][p])
-    if "bandwidth_gbps" not in entry:  # the repeats' key `copy`: a peak measured by a copy, not a matmul
-        missing.append("copy")
+    copied = "bandwidth_gbps" not in entry  # an entry made before the bandwidth was measured gets it now
+    if copied:  # the repeats' key `copy`: a peak measured by a copy, not a matmul
         entry["repeats"]["copy"] = copy_bandwidth(device)
         entry["bandwidth_gbps"] = max(entry["repeats"]["copy"])
-    if cache and missing:
+        entry["bandwidth_measured"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    if cache and (missing or copied):
         write_json(cache, entries)
     return {"peak_tflops": {p: entry["peak_tflops"][p] for p in precisions}, "bandwidth_gbps": entry["bandwidth_gbps"],
-            "peak": {"measured": entry["measured"], "reused": not missing,
+            "peak": {"measured": entry["measured"], "reused": not missing, "bandwidth_measured": entry["bandwidth_measured"],
                      "repeats": {p: entry["repeats"][p] for p in [*precisions, "copy"]}}}
 
 
 def measure(workloads: dict, device: torch.device, fingerprint: dict, cache: Path | None = None) -> dict:
-    """{'peak_tflops': {precision: value}, 'peak': how it was measured, 'flops_per_sample':
+    """{'peak_tflops': {precision: value}, 'bandwidth_gbps', 'peak': how they were measured, 'flops_per_sample':
     {workload: value}}; `workloads` maps a name to the workload object the cells use. The FLOPs
     are counted every time (deterministic), the peaks once per set of runs (peaks())."""
     return {"device": str(device), **peaks(device, fingerprint, cache),

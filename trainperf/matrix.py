@@ -53,7 +53,25 @@ def resolve(config: dict) -> dict:
 def _unknown(key: str, chosen, known: list[str], what: str = "unknown name") -> None:
     bad = [n for n in ([] if chosen == "all" else chosen) if n not in known]
     if bad:
-        raise ConfigError(f"{key}: {what} {', '.join(map(repr, bad))}; known: {', '.join(known)}")
+        raise ConfigError(f"{key}: {what} {', '.join(map(repr, bad))}; {'known' if what == 'unknown name' else 'those'}: "
+                          f"{', '.join(known)}")
+
+
+def check_ncu_follows_nsys(preset: str, profile: dict) -> None:
+    """ncu reads its kernels from the same cell's nsys timeline: every cell and repetition ncu
+    observes, nsys must observe too."""
+    ncu, nsys = profile.get("ncu"), profile.get("nsys", {})
+    if ncu is None:
+        return
+    why = "not observed by nsys too (ncu reads its kernels from the cell's nsys timeline):"
+    for key in ("variants", "workloads"):
+        theirs = nsys.get(key, "all")
+        if theirs != "all":
+            ours = ncu.get(key, "all")
+            _unknown(f"presets.{preset}.profile.ncu.{key}", ["all"] if ours == "all" else ours, theirs, why)
+    if ncu.get("repeat") and not nsys.get("repeat"):
+        raise ConfigError(f"presets.{preset}.profile.ncu.repeat: ncu repeats, nsys does not (ncu reads its kernels "
+                          f"from the cell's nsys timeline): set presets.{preset}.profile.nsys.repeat too")
 
 
 def check_values(key: str, lists: dict) -> None:
@@ -77,6 +95,7 @@ def check_names(config: dict, known: dict) -> None:
             if "variants" in p:  # a profiled variant the preset does not run would silently never be observed
                 _unknown(f"presets.{preset}.profile.{profiler}.variants", chosen.get("variants", "all"),
                          p["variants"], "not among the preset's variants:")
+        check_ncu_follows_nsys(preset, p.get("profile", {}))
     _unknown("scaling.workloads", config.get("scaling", {}).get("workloads", []), known["workloads"])
 
 
