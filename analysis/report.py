@@ -162,7 +162,7 @@ def optimized_line(variants: pd.DataFrame) -> str:
     fixes, extra = (list(dict.fromkeys(variants[variants.kind == k].sort_values("order").variant)) for k in ("fix", "extra"))
     return ("`optimized` is the baseline with every fix at once (" + ", ".join(fixes) + "), each where it acts on "
             "the workload (channels_last on CNNs; DALI on images, where it replaces the DataLoader that workers and "
-            "pinned-async tune, so those two act only where DALI does not); the ablation tables show what each one adds"
+            "pinned-async tune, so those two act only where DALI does not); each ablation table shows what the fixes it leaves out add"
             + (f"; {', '.join(extra)} are measured beside the fixes, not in `optimized`" if extra else "") + ".\n"
             if fixes else "")
 
