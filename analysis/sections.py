@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import aggregate, diagnosis, figures, targets
+from analysis.summary import throughput_metric
 from analysis.tables import fmt, num, ratio_row, ratio_text, row as metric, spread, table
 from analysis.views import breakdown, grid_values, mfu, phases, run_cost, stage_variants
 
@@ -147,10 +148,11 @@ def over_optimized(summary, ratios, workload: str, names: list[str], extra) -> l
     """Rows for variants measured against `optimized`: throughput, the paired ratio to optimized's
     with its 95 % interval (ratios.csv), and what `extra(variant, row, ref)` adds (ref: optimized's
     row, None where optimized did not train: its ratios then say failed)."""
-    ref = metric(summary, workload, "optimized", "throughput")
+    unit = throughput_metric(summary, workload)  # tokens/s where the workload counts them
+    ref = metric(summary, workload, "optimized", unit)
     rows = []
     for v in ["optimized", *names]:
-        r = metric(summary, workload, v, "throughput")
+        r = metric(summary, workload, v, unit)
         if r is None:
             continue
         rows.append({"variant": v, f"throughput ({r['unit']})": spread(r),
@@ -306,7 +308,9 @@ METER_HEAD = ("Every timing run meters the GPU: NVML's energy counter read at th
               "clocks, temperature and clock-event reasons sampled every 50 ms on a thread of the training process. "
               "What it costs: cells run again without the meter (profiler `bare`), paired by repetition; the throughput "
               "with the meter over without (1: no cost). How far the two energy figures agree: the power samples "
-              "integrated over the window against the counter's energy (the tables use the counter), in %.\n\n")
+              "integrated over the window against the counter's energy (the tables use the counter), in %. The samples "
+              "read NVML's instantaneous power where the driver gives it; its default reading averages over the last "
+              "second (Ampere and newer, but GA100), which lags a measured window of a second or two.\n\n")
 
 
 def meter_section(summary: pd.DataFrame, ratios: pd.DataFrame) -> str:
@@ -316,13 +320,22 @@ def meter_section(summary: pd.DataFrame, ratios: pd.DataFrame) -> str:
     rows = [{"workload": r.workload, "cell": r.before, "throughput with the meter / without (paired)": ratio_text(r)}
             for _, r in cost.iterrows()]
     agree = summary[(summary.metric == "energy_sampled_vs_counter") & (summary.profiler == "timing")]
+    instant = summary[(summary.metric == "power_instant") & (summary.profiler == "timing")]
     per = [{"workload": w, "cells": len(g), "median of the cells' medians (%)": num(g["median"].median()),
-            "range over every run (%)": f"{num(g.lo.min())} .. {num(g.hi.max())}"}
+            "range over every run (%)": f"{num(g.lo.min())} .. {num(g.hi.max())}",
+            "power samples": sampled_how(instant[instant.workload == w])}
            for w, g in agree.groupby("workload", sort=False)]
     if not rows and not per:
         return ""
     return (METER_HEAD + (table(pd.DataFrame(rows)) + "\n" if rows else "")
             + ("Sampled power against the counter (sampled over counter, less one):\n\n" + table(pd.DataFrame(per)) if per else ""))
+
+
+def sampled_how(instant: pd.DataFrame) -> str:
+    """Which power reading a workload's runs sampled (profiles/energy.py records it per run)."""
+    if instant.empty:
+        return "NVML's 1 s average (runs made before the instantaneous reading)"
+    return "instantaneous" if (instant.lo == 1).all() else "NVML's 1 s average" if (instant.hi == 0).all() else "mixed"
 
 
 def run_sets_section(cells: pd.DataFrame) -> str:

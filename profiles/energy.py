@@ -47,6 +47,22 @@ def summarize(samples: list[dict], seconds: float, counter_j: float | None) -> l
     return out + [{"metric": "throttled_share", "value": 100 * held / len(samples), "unit": "%"}]
 
 
+def instant_power(nvml, h) -> float | None:
+    """The GPU's instantaneous power (W) where the driver gives it (NVML's field
+    NVML_FI_DEV_POWER_INSTANT), else None: nvmlDeviceGetPowerUsage averages over the last second on
+    Ampere (but GA100) and newer GPUs, which lags a window of a second or two behind the counter."""
+    try:
+        v = nvml.nvmlDeviceGetFieldValues(h, [nvml.NVML_FI_DEV_POWER_INSTANT])[0]
+        if v.nvmlReturn != nvml.NVML_SUCCESS:
+            return None
+        return float(getattr(v.value, VALUE_FIELDS[v.valueType])) / 1e3  # mW
+    except Exception:  # an older driver or binding without the field: the averaged reading stands in
+        return None
+
+
+VALUE_FIELDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}  # nvmlValueType_t
+
+
 class GpuSampler:
     """NVML on one GPU: the energy counter at the window's ends, and samples every `period` s."""
 
@@ -57,11 +73,15 @@ class GpuSampler:
         self.counter_j: float | None = None
         self.seconds = 0.0
         self.why: str | None = None
+        self.averaged = False  # a sample fell back to NVML's power reading averaged over the last second
         self._stop = threading.Event()
 
     def _sample(self, nvml, h) -> None:
         self.util.append(nvml.nvmlDeviceGetUtilizationRates(h).gpu)
-        self.samples.append({"t": time.perf_counter(), "power_w": nvml.nvmlDeviceGetPowerUsage(h) / 1e3,
+        watts = instant_power(nvml, h)
+        self.averaged = self.averaged or watts is None
+        self.samples.append({"t": time.perf_counter(),
+                             "power_w": nvml.nvmlDeviceGetPowerUsage(h) / 1e3 if watts is None else watts,
                              "sm_mhz": nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM),
                              "mem_mhz": nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM),
                              "temp_c": nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU),
@@ -104,7 +124,9 @@ class GpuSampler:
 
     def metrics(self) -> list[dict]:
         util = [{"metric": "gpu_util", "value": sum(self.util) / len(self.util), "unit": "%"}] if self.util else []
-        return util + summarize(self.samples, self.seconds, self.counter_j)
+        source = [{"metric": "power_instant", "value": 0.0 if self.averaged else 1.0,
+                   "unit": "1: instantaneous power samples, 0: NVML's 1 s average"}] if self.samples else []
+        return util + source + summarize(self.samples, self.seconds, self.counter_j)
 
 
 class RaplMeter:

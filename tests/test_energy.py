@@ -89,3 +89,22 @@ def test_the_meters_cost_pairs_a_cells_timing_runs_with_its_bare_ones():
     (r,) = cost.itertuples()  # the baseline ran without the meter nowhere: no row
     assert (r.before, r.profiler, r.status, r.n) == ("optimized", aggregate.METER, "loss", 4)
     assert r.median == pytest.approx(0.99, abs=0.002) and r.hi < 1
+
+
+class FieldValue:  # the shape of pynvml's c_nvmlFieldValue_t that instant_power reads
+    def __init__(self, status, value_type, **value):
+        self.nvmlReturn, self.valueType, self.value = status, value_type, type("Value", (), value)()
+
+
+@pytest.mark.parametrize("field,expected", [
+    (FieldValue(0, 1, uiVal=412_345), 412.345),  # NVML_SUCCESS, an unsigned int in mW
+    (FieldValue(0, 3, ullVal=98_000), 98.0),
+    (FieldValue(2, 1, uiVal=0), None),  # the driver has no such field: the averaged reading stands in
+])
+def test_the_instantaneous_power_field_is_read_in_watts_or_left_to_the_average(field, expected):
+    """No NVML on this machine: a stand-in with pynvml's names gives the field's answers."""
+    import pynvml
+    nvml = type("Nvml", (), {"NVML_FI_DEV_POWER_INSTANT": pynvml.NVML_FI_DEV_POWER_INSTANT, "NVML_SUCCESS": 0,
+                             "nvmlDeviceGetFieldValues": staticmethod(lambda h, ids: [field])})
+    assert energy.instant_power(nvml, None) == (pytest.approx(expected) if expected else None)
+
