@@ -2,6 +2,7 @@
 NVML's clock-event reasons, J/sample from mean power and throughput, and on a CPU the host's RAPL
 counters where readable, else why not."""
 import math
+from pathlib import Path
 
 import pytest
 
@@ -107,4 +108,27 @@ def test_the_instantaneous_power_field_is_read_in_watts_or_left_to_the_average(f
     nvml = type("Nvml", (), {"NVML_FI_DEV_POWER_INSTANT": pynvml.NVML_FI_DEV_POWER_INSTANT, "NVML_SUCCESS": 0,
                              "nvmlDeviceGetFieldValues": staticmethod(lambda h, ids: [field])})
     assert energy.instant_power(nvml, None) == (pytest.approx(expected) if expected else None)
+
+
+H100 = Path(__file__).parent / "data" / "h100-energy"
+
+
+def test_real_gpu_records_carry_energy_clocks_and_throttling_and_the_tables_derive_joules_per_sample(tmp_path):
+    """Timing records of one H100 carry NVML's counter energy with the sampled cross-check, clocks,
+    temperature and the throttle share; a `bare` record (no meter) carries none; the summary
+    derives each timing cell's J/sample as its mean power over its throughput."""
+    from trainperf import config, variants
+    paths = sorted(H100.glob("*.json"))
+    records = {p.stem: aggregate.load_records([p])[0] for p in paths}
+    for name, r in records.items():
+        m = values(r["metrics"])
+        if name.endswith("--timing"):
+            assert m["energy_counter"] == 1.0 and m["energy"] > 0 and m["sm_clock_min"] > 0
+            assert {"energy_sampled_vs_counter", "temperature_median", "throttled_share"} <= set(m)
+        else:
+            assert "energy" not in m and "mean_power" not in m
+    summary = aggregate.main(paths, [], tmp_path, catalog=variants.catalog(config.load()))
+    j = summary[(summary.metric == "energy_per_sample") & (summary.variant == "optimized")]
+    m = values(records["resnet50--optimized--timing"]["metrics"])
+    assert len(j) == 1 and j["median"].iloc[0] == pytest.approx(m["mean_power"] / m["throughput"], rel=1e-3)
 
