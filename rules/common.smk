@@ -93,8 +93,9 @@ def sweep_inputs(wc):
     """A sweep's dataset (time stamp ignored: it is deterministic) and the compile stage's records
     (ignored too: a cache folder rebuilt does not void the runs); a workload's timing repetition r
     waits for its repetition r-1 under timing and under each profiler that runs every repetition,
-    those for timing's repetition r (interleaved: pairs minutes apart, not a whole matrix apart),
-    the other profilers for its last timing repetition, and ncu for the
+    those for timing's repetition r (interleaved: pairs minutes apart, not a whole matrix apart) but
+    `bare`, which in odd repetitions runs first and timing waits for it (the meter's cost, timing over
+    bare, then sees each order as often), the other profilers for its last timing repetition, and ncu for the
     nsys timelines it takes its kernels from (in order only: a sweep redone does not void the
     sweeps after it). Each waits on sweeps of its own workload only: what another workload's run
     made never changes what this one waits for."""
@@ -103,8 +104,12 @@ def sweep_inputs(wc):
               "compiled": [ancient(p) for p in compile_records()]}  # no sweep runs while the stage compiles
     timing = [r for r in range(REPS) if (w, "timing", r) in SWEEPS]
     paired = sorted({p for (x, p, r) in SWEEPS if x == w and r > 0 and p != "timing"})  # run every repetition
-    if wc.profiler == "timing" and rep - 1 in timing:
-        inputs["previous"] = [ancient(sweep_path(w, p, rep - 1)) for p in ["timing", *paired] if (w, p, rep - 1) in SWEEPS]
+    bare_first = rep % 2 == 1 and (w, "bare", rep) in SWEEPS and rep in timing
+    if wc.profiler == "timing" or (wc.profiler == "bare" and bare_first):  # the repetition's first sweep
+        if rep - 1 in timing:
+            inputs["previous"] = [ancient(sweep_path(w, p, rep - 1)) for p in ["timing", *paired] if (w, p, rep - 1) in SWEEPS]
+        if wc.profiler == "timing" and bare_first:
+            inputs["bare"] = ancient(sweep_path(w, "bare", rep))
     elif wc.profiler in paired and rep in timing:  # beside the timing repetition it is paired with
         inputs["timing"] = ancient(sweep_path(w, "timing", rep))
     elif wc.profiler != "timing" and timing:

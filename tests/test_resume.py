@@ -134,3 +134,18 @@ def test_workloads_run_one_after_another_each_get_every_repetition(tmp_path):
         assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     records = {str(p.relative_to(work / "runs/cpu")) for p in (work / "runs/cpu").rglob("metrics.json")}
     assert records == {f"{w}/baseline/timing/rep{r}/metrics.json" for w in ("lstm", "resnet50") for r in (0, 1)}
+
+
+@pytest.mark.slow
+def test_timing_and_bare_swap_order_every_repetition(tmp_path):
+    """The energy meter's cost pairs a cell's timing run (metered) with its bare run (not): the two
+    sweeps swap order each repetition, so neither order's drift weighs on the paired ratio."""
+    work = copy_workflow(tmp_path)
+    (work / "reps.yaml").write_text("presets: {cpu: {repetitions: 2, profile: {bare: {variants: [baseline], "
+                                    "workloads: [lstm], repeat: true}}}}")
+    out = snakemake(work, "preset=cpu", "workloads=[lstm]", "variants=[baseline]", "profilers=[timing,bare]",
+                    extra=["--configfile", "config/config.yaml", "reps.yaml"])
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    done = {(p, r): (work / f"runs/cpu/lstm/baseline/{p}/rep{r}/metrics.json").stat().st_mtime_ns
+            for p in ("timing", "bare") for r in (0, 1)}
+    assert done[("timing", 0)] < done[("bare", 0)] < done[("bare", 1)] < done[("timing", 1)]
