@@ -40,48 +40,44 @@ def flops_per_step(workload) -> float:
     return (counter.get_total_flops() + rnn_flops(model, x)) / 2 * workload.params["batch_size"]
 
 
+def _rates(op, work: float, device: torch.device, repeats: int, seconds: float, batch: int = 1) -> list[float]:
+    """`work` per second of `op`, once per repeat: each repeat runs `op` back to back (`batch` calls
+    between syncs) for `seconds` or more, so a launch or a thread's wake-up is a sliver of it."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()  # the caller's warm-up ends before the first repeat starts
+    out = []
+    for _ in range(repeats):
+        calls, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(batch):
+                op()
+            calls += batch
+            sync()
+        out.append(work * calls / (time.perf_counter() - t0))
+    return out
+
+
 def matmul_peak(precision: str, device: torch.device, repeats: int = 7, seconds: float = 0.3) -> list[float]:
-    """TFLOP/s of a large square matmul in this precision (fp32 means TF32 off), once per repeat:
-    each repeat times back-to-back matmuls for `seconds` or more, so a launch or a thread's wake-up
-    is a sliver of it. The best repeat is the peak: other work on the machine only slows one."""
+    """TFLOP/s of a large square matmul in this precision (fp32 means TF32 off), once per repeat.
+    The best repeat is the peak: other work on the machine only slows one."""
     dtype, tf32 = PRECISIONS[precision]
     n = 8192 if device.type == "cuda" else 1024
     torch.backends.cuda.matmul.allow_tf32 = tf32
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for _ in range(3):
         a @ b
-    sync()
-    out = []
-    for _ in range(repeats):
-        iters, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            for _ in range(10 if device.type == "cuda" else 1):
-                a @ b
-                iters += 1
-            sync()
-        out.append(2 * n**3 * iters / (time.perf_counter() - t0) / 1e12)
+    out = _rates(lambda: a @ b, 2 * n**3 / 1e12, device, repeats, seconds, 10 if device.type == "cuda" else 1)
     torch.backends.cuda.matmul.allow_tf32 = False
     return out
 
 
 def copy_bandwidth(device: torch.device, repeats: int = 7, seconds: float = 0.3) -> list[float]:
     """GB/s of one large buffer copied on the device, each byte read once and written once, per
-    repeat (timed like matmul_peak); the best repeat is the memory bandwidth a kernel can reach."""
+    repeat; the best repeat is the memory bandwidth a kernel can reach."""
     n = (1 << 28) if device.type == "cuda" else (1 << 24)  # float32: 1 GiB on a GPU, 64 MiB on a CPU
     src, dst = torch.randn(n, device=device), torch.empty(n, device=device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     dst.copy_(src)
-    sync()
-    out = []
-    for _ in range(repeats):
-        copies, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            dst.copy_(src)
-            copies += 1
-            sync()
-        out.append(2 * src.nbytes * copies / (time.perf_counter() - t0) / 1e9)
-    return out
+    return _rates(lambda: dst.copy_(src), 2 * src.nbytes / 1e9, device, repeats, seconds)
 
 
 def today() -> str:
