@@ -28,3 +28,4 @@ rule all:
         f"results/{MACHINE}/records/metrics-json.tgz",
         f"runs/{MACHINE}/checked",
         sweeps_of(),  # each asked for itself: a sweep whose records were deleted runs again
+        confirming,

@@ -100,3 +100,15 @@ def table(metrics: pd.DataFrame, cells: pd.DataFrame, comparisons: list[tuple[st
     columns = ["workload", "before", "after", "profiler", "metric", "median", "lo", "hi", "n", "status",
                "run_set", "why"]
     return pd.DataFrame(rows, columns=columns)
+
+
+CONFIRM_PAIRS = 5  # a ratio undecided after the first repetitions is measured again up to this many pairs
+
+
+def undecided(ratios: pd.DataFrame, pairs: int = CONFIRM_PAIRS) -> list[dict]:
+    """The cells of every ratio (ratios.csv's rows) that is undecided from fewer than `pairs` pairs:
+    its interval holds 1.0, or it has too few pairs for one. The protocol runs both cells again,
+    interleaved, until the ratio has `pairs`. A profiler `a/b` (the meter's cost) names both cells'."""
+    rows = ratios[ratios.status.isin(["not established", "too few pairs"]) & (ratios.n < pairs)]
+    cells = {(r.workload, v, p) for r in rows.itertuples() for v in (r.before, r.after) for p in r.profiler.split("/")}
+    return [{"workload": w, "variant": v, "profiler": p} for w, v, p in sorted(cells)]

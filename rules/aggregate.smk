@@ -1,11 +1,30 @@
 # Every run record (and every skipped cell with its reason) -> tidy tables for this machine.
 
 
+checkpoint undecided:
+    """After the first repetitions: the cells of every ratio whose interval holds 1.0 from fewer
+    than CONFIRM pairs, which the confirming repetitions run again (only this matrix's records)."""
+    input:
+        sweeps=sweeps_of(),
+        compiles=compile_records(),
+    output:
+        f"runs/{MACHINE}/undecided.json",
+    params:
+        tables=f"runs/{MACHINE}/first-pass",
+        pairs=CONFIRM,
+    log:
+        f"runs/{MACHINE}/logs/undecided.log",
+    shell:
+        "(trainperf aggregate {input.sweeps} --out-dir {params.tables} && "
+        "trainperf undecided {params.tables}/ratios.csv --pairs {params.pairs} --out {output}) > {log} 2>&1"
+
+
 rule aggregate:
     """Every record on this machine (runs/<machine>/, whichever pipeline made it): a run of some
     workloads or variants adds to the tables of the others."""
     input:
         sweeps=sweeps_of(),
+        confirming=confirming,
         compiles=compile_records(),
         skipped=f"runs/{MACHINE}/skipped.json",
     output:
@@ -30,6 +49,7 @@ rule records:
     results (the profilers' traces stay in runs/: too large to publish)."""
     input:
         sweeps_of(),
+        confirming,
         compile_records(),
     output:
         records=f"results/{MACHINE}/records/metrics-json.tgz",
@@ -77,6 +97,7 @@ rule limits:
     input:
         [ancient(p) for p in sorted({specs[0][0]["data"] for specs in SWEEPS.values()})],
         [ancient(p) for p in sweeps_of()],
+        confirming,
     output:
         f"results/{MACHINE}/limits.json",
     params:

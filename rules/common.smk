@@ -16,6 +16,7 @@ except (cfg.ConfigError, registry.WorkloadError, KeyError, FileNotFoundError) as
 
 MACHINE, PRESET = R["machine"], R["preset"]
 REPS = R["presets"][PRESET]["repetitions"]
+CONFIRM = max(REPS, R["presets"][PRESET].get("confirm_repetitions", REPS))  # pairs a ratio not established gets
 CELLS = matrix.cells(R)
 SKIPPED = [c for c in CELLS if c["status"] == "skipped"]
 GPU = 1 if R["cuda"] else 0  # the scheduler's GPU request for the rules that train (per process)
@@ -40,14 +41,18 @@ def sweep_path(workload, profiler, rep, suffix="json"):
     return f"runs/{MACHINE}/sweeps/{workload}.{profiler}.rep{rep}.{suffix}"
 
 
-# A sweep's cells go to it as a file (their specs are long); a marker whose records were deleted
-# since is stale: the sweep runs again and redoes exactly the cells without a record.
-for _key, _jobs in SWEEPS.items():
-    _plan = Path(sweep_path(*_key, suffix="jobs"))
-    if not _plan.is_file() or json.loads(_plan.read_text()) != _jobs:
-        records.write_json(_plan, _jobs)
-    if not all(Path(_out).is_file() for _, _out in _jobs):
-        Path(sweep_path(*_key)).unlink(missing_ok=True)
+def plan_sweeps(sweeps):
+    """A sweep's cells go to it as a file (their specs are long); a marker whose records were
+    deleted since is stale: the sweep runs again and redoes exactly the cells without a record."""
+    for key, jobs in sweeps.items():
+        plan = Path(sweep_path(*key, suffix="jobs"))
+        if not plan.is_file() or json.loads(plan.read_text()) != jobs:
+            records.write_json(plan, jobs)
+        if not all(Path(out).is_file() for _, out in jobs):
+            Path(sweep_path(*key)).unlink(missing_ok=True)
+
+
+plan_sweeps(SWEEPS)
 
 
 def sweep_params(wc):
@@ -89,6 +94,26 @@ def sweeps_of(profiler=None, rep=None):
     return [sweep_path(*k) for k in SWEEPS if (profiler is None or k[1] == profiler) and (rep is None or k[2] == rep)]
 
 
+def confirming(wildcards=None):
+    """The confirming repetitions REPS..CONFIRM-1: the cells of every ratio not established after
+    REPS pairs (the `undecided` checkpoint lists them), run again in sweeps of their own."""
+    if CONFIRM == REPS:
+        return []
+    chosen = json.loads(Path(checkpoints.undecided.get().output[0]).read_text())
+    extra = {}
+    for c in chosen:
+        for r in range(REPS, CONFIRM):
+            cell = matrix.cell(R, c["workload"], c["variant"], c["profiler"], r)
+            if cell["status"] == "run" and matrix.processes(cell["spec"]) == 1:
+                extra.setdefault((c["workload"], c["profiler"], r), []).append((cell["spec"], matrix.record_path(R, **cell["keys"])))
+    for (w, p, r), jobs in extra.items():  # like the first repetitions: each starts at another variant
+        extra[(w, p, r)] = jobs[r % len(jobs):] + jobs[:r % len(jobs)]
+    if any(SWEEPS.get(k) != jobs for k, jobs in extra.items()):
+        plan_sweeps(extra)
+        SWEEPS.update(extra)
+    return [sweep_path(*k) for k in extra]
+
+
 def sweep_inputs(wc):
     """A sweep's dataset (time stamp ignored: it is deterministic) and the compile stage's records
     (ignored too: a cache folder rebuilt does not void the runs); a workload's timing repetition r
@@ -102,7 +127,9 @@ def sweep_inputs(wc):
     rep, w = int(wc.rep), wc.workload
     inputs = {"data": ancient(SWEEPS[(w, wc.profiler, rep)][0][0]["data"]),
               "compiled": [ancient(p) for p in compile_records()]}  # no sweep runs while the stage compiles
-    timing = [r for r in range(REPS) if (w, "timing", r) in SWEEPS]
+    if rep >= REPS:  # a confirming repetition runs once the first ones are decided
+        inputs["undecided"] = ancient(checkpoints.undecided.get().output[0])
+    timing = [r for r in range(REPS if rep < REPS else CONFIRM) if (w, "timing", r) in SWEEPS]
     paired = sorted({p for (x, p, r) in SWEEPS if x == w and r > 0 and p != "timing"})  # run every repetition
     bare_first = rep % 2 == 1 and (w, "bare", rep) in SWEEPS and rep in timing
     if wc.profiler == "timing" or (wc.profiler == "bare" and bare_first):  # the repetition's first sweep

@@ -105,3 +105,19 @@ def test_every_claim_in_the_registry_names_its_pairs_and_why():
         for t in c["tests"]:
             assert t["why"] and t["kind"] in ("ratio", "reduction", "difference", "share")
             assert t["before"] and (t["kind"] == "share" or t["after"])
+
+
+def test_undecided_ratios_name_both_cells_for_the_confirming_repetitions():
+    """A ratio whose interval holds 1.0, or with too few pairs for one, sends both its cells to the
+    confirming repetitions; a gain, a ratio already at the confirming count, or a failed cell does not."""
+    df = runs({"baseline": [100, 102, 98], "amp": [190, 195, 185], "workers": [97, 105, 99], "compile": [120],
+               "dali": [101, 99, 100], "tf32": [99, 103, 98]})
+    cells = cells_of(df, failed=[("dali", 1)])
+    table = paired.table(df, cells, [("resnet50", "baseline", v) for v in ["amp", "workers", "compile", "dali", "tf32"]])
+    table.loc[table.after == "tf32", "n"] = paired.CONFIRM_PAIRS  # as if confirmed already, and still not established
+    chosen = paired.undecided(table)
+    assert {c["variant"] for c in chosen} == {"baseline", "workers", "compile"}
+    assert all(c["profiler"] == "timing" and c["workload"] == "resnet50" for c in chosen)
+    meter = pd.DataFrame([{"workload": "lstm", "before": "optimized", "after": "optimized", "profiler": "timing/bare",
+                           "status": "not established", "n": 3}])
+    assert paired.undecided(meter) == [{"workload": "lstm", "variant": "optimized", "profiler": p} for p in ["bare", "timing"]]

@@ -16,9 +16,9 @@ from tests.conftest import copy_workflow
 SMALL = ["preset=cpu", "workloads=[lstm,resnet50]", "variants=[baseline,lazy-sync]", "profilers=[timing]"]
 
 
-def snakemake(workdir, *config, extra=()):
+def snakemake(workdir, *config, extra=(), env=None):
     cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--directory", str(workdir), *extra, "--config", *config]
-    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1200)
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1200, env=env)
 
 
 def fingerprints(work) -> dict:
@@ -149,3 +149,24 @@ def test_timing_and_bare_swap_order_every_repetition(tmp_path):
     done = {(p, r): (work / f"runs/cpu/lstm/baseline/{p}/rep{r}/metrics.json").stat().st_mtime_ns
             for p in ("timing", "bare") for r in (0, 1)}
     assert done[("timing", 0)] < done[("bare", 0)] < done[("bare", 1)] < done[("timing", 1)]
+
+
+@pytest.mark.slow
+def test_undecided_ratios_get_confirming_repetitions_and_a_rerun_does_nothing(tmp_path):
+    """One repetition decides nothing (an interval needs three pairs): with confirm_repetitions 3
+    both cells of the ratio run twice more, interleaved, and the ratio comes from three pairs;
+    run again, the pipeline has nothing to do."""
+    work = copy_workflow(tmp_path)
+    (work / "confirm.yaml").write_text("presets: {cpu: {repetitions: 1, confirm_repetitions: 3}}")
+    config = ["preset=cpu", "workloads=[lstm]", "variants=[baseline,lazy-sync]", "profilers=[timing]"]
+    committed = {**os.environ, "TRAINPERF_GIT_COMMIT": "0123456789ab"}  # a record of a changed tree gives no ratio
+    done = snakemake(work, *config, extra=["--configfile", "config/config.yaml", "confirm.yaml"], env=committed)
+    assert done.returncode == 0, done.stderr[-3000:]
+    chosen = json.loads((work / "runs/cpu/undecided.json").read_text())
+    assert chosen == [{"workload": "lstm", "variant": v, "profiler": "timing"} for v in ["baseline", "lazy-sync"]]
+    made = sorted(str(p.relative_to(work / "runs/cpu/lstm").parent) for p in (work / "runs/cpu/lstm").rglob("metrics.json"))
+    assert made == [f"{v}/timing/rep{r}" for v in ["baseline", "lazy-sync"] for r in range(3)]
+    ratios = pd.read_csv(work / "results/cpu/ratios.csv")
+    assert ratios[(ratios.after == "lazy-sync") & (ratios.metric == "throughput")].n.tolist() == [3]
+    again = snakemake(work, *config, extra=["--configfile", "config/config.yaml", "confirm.yaml", "-n"], env=committed)
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-2000:]

@@ -168,6 +168,15 @@ def cmd_aggregate(args) -> int:
     return 0
 
 
+def cmd_undecided(args) -> int:
+    import pandas as pd
+    from analysis import paired
+    cells = paired.undecided(pd.read_csv(args.ratios), args.pairs)
+    write_json(args.out, cells)
+    print(f"{len(cells)} cells in ratios not established from fewer than {args.pairs} pairs -> {args.out}")
+    return 0
+
+
 def cmd_new(args) -> int:
     from trainperf import scaffold
     files = scaffold.new(args.name, args.kind, args.root)
@@ -285,6 +294,12 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--config", default=CONFIG, help="the config whose variants' kinds and order the tables carry")
     a.add_argument("--gpu-hour-price", type=float, help="the price of one GPU-hour: the report's cost per million samples")
     a.set_defaults(func=cmd_aggregate)
+    u = sub.add_parser("undecided", help="the cells of every ratio whose interval holds 1.0 from too few pairs "
+                       "(what the pipeline's confirming repetitions run again)")
+    u.add_argument("ratios", help="a ratios.csv (trainperf aggregate)")
+    u.add_argument("--pairs", type=int, required=True, help="the pairs a ratio not established is measured up to")
+    u.add_argument("--out", required=True)
+    u.set_defaults(func=cmd_undecided)
     n = sub.add_parser("new", help="scaffold a workload file and its test")
     n.add_argument("name", help="the workload's name (a Python module name, e.g. my_model)")
     n.add_argument("--kind", choices=["vision", "sequence"], required=True)
