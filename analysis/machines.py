@@ -26,7 +26,7 @@ def machines_table(dirs: list[Path]) -> str:
         col = {"GPU": " / ".join(sorted({str(e.get("gpu", "")) for e in envs})),
                "host CPU cores": " / ".join(sorted({str(e.get("cpu_count", "")) for e in envs})),
                "driver, CUDA, torch": " / ".join(sorted({f"{e.get('driver')}, {e.get('cuda')}, {e.get('torch')}" for e in envs})),
-               "sets of runs": str(len(envs))}
+               "sets of runs": str(len({(e.get("gpu_uuid"), e.get("git_commit"), e.get("dates")) for e in envs}))}
         col |= {f"matmul peak measured here, {p} (TFLOP/s)": num(v) for p, v in limits.get("peak_tflops", {}).items()}
         if "bandwidth_gbps" in limits:
             col["memory bandwidth measured here, a 1 GiB copy (GB/s)"] = num(limits["bandwidth_gbps"])
@@ -59,6 +59,8 @@ def gains_table(tables: dict[str, dict]) -> str:
                 g = first.fix_gain(t["ratios"], v, w, fix, side)
                 rows.append({"workload": w, "fix": fix, "side": side, "machine": m,
                              "gain": "" if g is None else ratio_text(g) + (" (step alone)" if g["profiler"] == "step" else "")})
+    if not rows:
+        return "No fix was measured against its baseline on these machines.\n"
     df = pd.DataFrame(rows)
     wide = df.pivot_table(index=["workload", "fix", "side"], columns="machine", values="gain", aggfunc="first",
                           sort=False).fillna("")

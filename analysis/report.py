@@ -322,7 +322,7 @@ def appendix_parts(summary, tables, envs, workload_appendix: list[str], out: Pat
     overhead = sections.overhead_section(summary)
     if overhead:
         parts += ["## What each profiler costs\n", overhead]
-    meter = sections.meter_section(summary, tables["ratios"])
+    meter = sections.meter_section(tables["metrics"], tables["ratios"])
     if meter:
         parts += ["## What the energy meter costs, and how its two figures agree\n", meter]
     compiles = out / "compiles.csv"

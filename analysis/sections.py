@@ -120,6 +120,7 @@ def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5, variants
     them; `variants`: only these (None: every profiled variant); `merged`: one table, ncu's columns
     beside the timeline's rows they measured."""
     k = kernels[(kernels.workload == workload) & (kernels.variant.isin(variants) if variants else True)]
+    k = k.sort_values("rep", kind="stable").drop_duplicates(["variant", "profiler", "rank"])  # a cell's first run
     prof = next((p for p in ("nsys", "torch") if ((k.profiler == p) & (k["rank"] <= top)).any()), None)
     sub = k[(k.profiler == prof) & (k["rank"] <= top)].assign(kernel=lambda d: d.name.str.slice(0, 70))
     n = k[k.profiler == "ncu"]
@@ -133,7 +134,7 @@ def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5, variants
                 f"Nsight Compute's measurements of each (one step; % of peak; occupancy in % of the maximum warps; "
                 f"{NCU_NOTE}):\n\n" + shown(both[["variant", "rank", "kernel", "share", "mean_us", "sm_pct", "tensor_pct",
                                                "memory_pct", "achieved_occupancy", "theoretical_occupancy", "bound"]]))
-    parts = [] if prof is None else [f"Top {top} kernels per profiled variant ({prof}; share: % of all kernel time):\n\n"
+    parts = [] if prof is None else [f"Top {top} kernels per profiled variant ({prof}, its first run; share: % of all kernel time):\n\n"
                                      + shown(sub[["variant", "rank", "kernel", "share", "ms_per_step", "calls_per_step", "mean_us"]])]
     if len(n):
         cols = ["variant", "name", "share", "duration_us", "sm_pct", "memory_pct", "dram_pct", "achieved_occupancy",
@@ -313,29 +314,33 @@ METER_HEAD = ("Every timing run meters the GPU: NVML's energy counter read at th
               "second (Ampere and newer, but GA100), which lags a measured window of a second or two.\n\n")
 
 
-def meter_section(summary: pd.DataFrame, ratios: pd.DataFrame) -> str:
+def meter_section(metrics: pd.DataFrame, ratios: pd.DataFrame) -> str:
     """What the energy meter costs the cells run without it too, and how the sampled power agrees
-    with the energy counter, per workload over its timing runs."""
+    with the energy counter, per workload and power reading over its timing runs."""
     cost = ratios[ratios.profiler == aggregate.METER]
     rows = [{"workload": r.workload, "cell": r.before, "throughput with the meter / without (paired)": ratio_text(r)}
             for _, r in cost.iterrows()]
-    agree = summary[(summary.metric == "energy_sampled_vs_counter") & (summary.profiler == "timing")]
-    instant = summary[(summary.metric == "power_instant") & (summary.profiler == "timing")]
-    per = [{"workload": w, "cells": len(g), "median of the cells' medians (%)": num(g["median"].median()),
-            "range over every run (%)": f"{num(g.lo.min())} .. {num(g.hi.max())}",
-            "power samples": sampled_how(instant[instant.workload == w])}
-           for w, g in agree.groupby("workload", sort=False)]
+    per = [{"workload": w, "power samples": how, "cells": g.variant.nunique(), "runs": len(g),
+            "median of the cells' medians (%)": num(g.groupby("variant").value.median().median()),
+            "range over every run (%)": f"{num(g.value.min())} .. {num(g.value.max())}"}
+           for (w, how), g in agreement(metrics).groupby(["workload", "how"])]
     if not rows and not per:
         return ""
     return (METER_HEAD + (table(pd.DataFrame(rows)) + "\n" if rows else "")
             + ("Sampled power against the counter (sampled over counter, less one):\n\n" + table(pd.DataFrame(per)) if per else ""))
 
 
-def sampled_how(instant: pd.DataFrame) -> str:
-    """Which power reading a workload's runs sampled (profiles/energy.py records it per run)."""
-    if instant.empty:
-        return "NVML's 1 s average (runs made before the instantaneous reading)"
-    return "instantaneous" if (instant.lo == 1).all() else "NVML's 1 s average" if (instant.hi == 0).all() else "mixed"
+RUN = ["workload", "variant", "profiler", "rep", "run_set"]
+
+
+def agreement(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Each timing run's sampled-over-counter energy (%), with the power reading its samples used
+    (profiles/energy.py records it per run; runs made before it sampled NVML's 1 s average)."""
+    timed = metrics[metrics.profiler == "timing"]
+    agree = timed[timed.metric == "energy_sampled_vs_counter"]
+    instant = timed[timed.metric == "power_instant"][[*RUN, "value"]].rename(columns={"value": "instant"})
+    out = agree.merge(instant, on=RUN, how="left")
+    return out.assign(how=out.instant.map(lambda x: "instantaneous" if x == 1 else "NVML's 1 s average"))
 
 
 def run_sets_section(cells: pd.DataFrame) -> str:

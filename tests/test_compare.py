@@ -94,3 +94,12 @@ def ratio_text_of(ratios, variant):
 def test_no_machine_folder_gives_a_page_that_says_so(tmp_path):
     from analysis import machines
     assert "No GPU machine's results here yet" in machines.render(tmp_path).read_text()
+
+
+def test_the_machines_page_counts_sets_of_runs_not_environments(tmp_path):
+    """Two records of one set of runs (one GPU, commit, day) whose environments differ (DALI was
+    installed between them): env.json lists two environments, the machines page one set of runs."""
+    from analysis import machines
+    aggregate.main(sorted((DATA.parent / "h100-one-set-two-envs").glob("*.json")), [], tmp_path / "h100")
+    assert len(json.loads((tmp_path / "h100" / "env.json").read_text())) == 2
+    assert "| sets of runs | 1 |" in machines.render(tmp_path).read_text()

@@ -4,6 +4,7 @@ counters where readable, else why not."""
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from analysis import aggregate
@@ -132,3 +133,18 @@ def test_real_gpu_records_carry_energy_clocks_and_throttling_and_the_tables_deri
     m = values(records["resnet50--optimized--timing"]["metrics"])
     assert len(j) == 1 and j["median"].iloc[0] == pytest.approx(m["mean_power"] / m["throughput"], rel=1e-3)
 
+
+
+def test_the_agreement_table_keeps_the_averaged_and_the_instantaneous_readings_apart(tmp_path):
+    """One H100 cell in two sets of runs: set 3 sampled NVML's 1 s average, set 4 its instantaneous
+    field; each set's sampled-over-counter figure stays in its own row, named by its reading."""
+    from analysis import sections
+    paths = sorted((Path(__file__).parent / "data" / "h100-power-readings").glob("*.json"))
+    aggregate.main(paths, [], tmp_path)
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    rows = sections.agreement(metrics).set_index("how").value
+    recorded = {p.stem: values(aggregate.load_records([p])[0]["metrics"])["energy_sampled_vs_counter"] for p in paths}
+    assert rows.to_dict() == pytest.approx({"NVML's 1 s average": recorded["set3-averaged"],
+                                            "instantaneous": recorded["set4-instantaneous"]})
+    text = sections.meter_section(metrics, pd.DataFrame(columns=["profiler"]))
+    assert "| resnet50 | NVML's 1 s average | 1 | 1 |" in text and "| resnet50 | instantaneous | 1 | 1 |" in text
