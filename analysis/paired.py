@@ -62,15 +62,16 @@ def failed_in(cells: pd.DataFrame, variant: str, rset: str | None) -> str | None
 
 def ratio(runs: pd.DataFrame, cells: pd.DataFrame, before: str, after: str, op: str = "ratio") -> dict:
     """The paired ratio after / before (op "difference": after - before) of one workload x
-    profiler x metric (runs: its metric rows with run_set; cells: its cells with status and
-    run_set): median, lo, hi, n, run_set, status (gain, loss, not established, too few pairs,
-    unpaired, failed) and why."""
+    profiler x metric (runs: its metric rows with run_set; cells: its cells with status, run_set
+    and started): median, lo, hi, n, run_set, status (gain, loss, not established, too few pairs,
+    unpaired, failed) and why. Where several sets pair it: the one with most pairs, then the latest."""
     found = pairs(runs, before, after)
     if not found:
         why = failed_in(cells, before, None) or failed_in(cells, after, None)
         return {"status": "failed" if why else "unpaired", "n": 0,
                 "why": why or "no set of runs measured both (same GPU, commit and day)"}
-    rset, both = max(found.items(), key=lambda kv: (len(kv[1]), kv[0].split("|")[2]))
+    last = cells.dropna(subset=["started"]).groupby("run_set").started.max() if "started" in cells else {}
+    rset, both = max(found.items(), key=lambda kv: (len(kv[1]), str(last.get(kv[0], kv[0].split("|")[2]))))
     why = failed_in(cells, before, rset) or failed_in(cells, after, rset)
     if why:
         return {"status": "failed", "n": 0, "run_set": rset, "why": why}

@@ -121,3 +121,14 @@ def test_undecided_ratios_name_both_cells_for_the_confirming_repetitions():
     meter = pd.DataFrame([{"workload": "lstm", "before": "optimized", "after": "optimized", "profiler": "timing/bare",
                            "status": "not established", "n": 3}])
     assert paired.undecided(meter) == [{"workload": "lstm", "variant": "optimized", "profiler": p} for p in ["bare", "timing"]]
+
+
+def test_of_two_sets_with_as_many_pairs_the_later_one_gives_the_ratio():
+    """Two sets of one day, three pairs each: the ratio is the set that ran last (not the one whose
+    GPU's name sorts first)."""
+    early, late = "GPU-a|abc123|2026-12-06", "GPU-b|def456|2026-12-06"
+    df = pd.concat([runs({"baseline": [100, 101, 99], "amp": [150, 151, 149]}, early),
+                    runs({"baseline": [100, 101, 99], "amp": [190, 191, 189]}, late)])
+    cells = cells_of(df).assign(started=lambda c: c.run_set.map({early: "2026-12-06T09:00:00", late: "2026-12-06T21:00:00"}))
+    r = paired.ratio(df, cells, "baseline", "amp")
+    assert r["run_set"] == late and r["median"] == pytest.approx(1.9, rel=0.01)
