@@ -326,8 +326,13 @@ def meter_section(metrics: pd.DataFrame, ratios: pd.DataFrame) -> str:
            for (w, how), g in agreement(metrics).groupby(["workload", "how"])]
     if not rows and not per:
         return ""
+    by = agreement_by_window(agreement(metrics)).rename(columns={
+        "how": "power samples", "window": "measured window", "median": "median absolute difference (%)",
+        "largest": "largest absolute difference (%)"})
     return (METER_HEAD + (table(pd.DataFrame(rows)) + "\n" if rows else "")
-            + ("Sampled power against the counter (sampled over counter, less one):\n\n" + table(pd.DataFrame(per)) if per else ""))
+            + ("Sampled power against the counter (sampled over counter, less one):\n\n" + table(pd.DataFrame(per))
+               + "\nThe same by the length of the measured window, every workload's runs:\n\n"
+               + table(by.map(lambda v: num(v) if isinstance(v, float) else v)) if per else ""))
 
 
 RUN = ["workload", "variant", "profiler", "rep", "run_set"]
@@ -335,12 +340,25 @@ RUN = ["workload", "variant", "profiler", "rep", "run_set"]
 
 def agreement(metrics: pd.DataFrame) -> pd.DataFrame:
     """Each timing run's sampled-over-counter energy (%), with the power reading its samples used
-    (profiles/energy.py records it per run; runs made before it sampled NVML's 1 s average)."""
+    (profiles/energy.py records it per run; runs made before it sampled NVML's 1 s average) and its
+    measured window (s: the counter's energy over the mean power)."""
     timed = metrics[metrics.profiler == "timing"]
-    agree = timed[timed.metric == "energy_sampled_vs_counter"]
-    instant = timed[timed.metric == "power_instant"][[*RUN, "value"]].rename(columns={"value": "instant"})
-    out = agree.merge(instant, on=RUN, how="left")
-    return out.assign(how=out.instant.map(lambda x: "instantaneous" if x == 1 else "NVML's 1 s average"))
+    wide = timed.pivot_table(index=RUN, columns="metric", values="value", aggfunc="first")
+    out = wide.reindex(columns=["energy_sampled_vs_counter", "power_instant", "energy", "mean_power"])
+    out = out.dropna(subset=["energy_sampled_vs_counter"]).reset_index()
+    return out.assign(value=out.energy_sampled_vs_counter, window=out.energy / out.mean_power,
+                      how=out.power_instant.map(lambda x: "instantaneous" if x == 1 else "NVML's 1 s average"))
+
+
+WINDOWS = [0, 0.5, 2, float("inf")]  # s: the measured windows the agreement is shown by
+
+
+def agreement_by_window(agree: pd.DataFrame) -> pd.DataFrame:
+    """How far sampled and counter energy differ (|%|) by the measured window's length, per reading:
+    the samples (every 50 ms) resolve a short window coarsely."""
+    bins = pd.cut(agree.window, WINDOWS, right=False, labels=["under 0.5 s", "0.5 to 2 s", "2 s or more"])
+    g = agree.assign(dev=agree.value.abs(), window=bins).groupby(["how", "window"], observed=True).dev
+    return g.agg(runs="count", median="median", largest="max").reset_index()
 
 
 def run_sets_section(cells: pd.DataFrame) -> str:

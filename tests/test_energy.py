@@ -146,5 +146,10 @@ def test_the_agreement_table_keeps_the_averaged_and_the_instantaneous_readings_a
     recorded = {p.stem: values(aggregate.load_records([p])[0]["metrics"])["energy_sampled_vs_counter"] for p in paths}
     assert rows.to_dict() == pytest.approx({"NVML's 1 s average": recorded["set3-averaged"],
                                             "instantaneous": recorded["set4-instantaneous"]})
+    windows = {p.stem: (lambda m: m["energy"] / m["mean_power"])(values(aggregate.load_records([p])[0]["metrics"]))
+               for p in paths}
+    assert sorted(sections.agreement(metrics).window) == pytest.approx(sorted(windows.values()))
+    by = sections.agreement_by_window(sections.agreement(metrics))
+    assert by.runs.sum() == 2 and set(by.how) == {"NVML's 1 s average", "instantaneous"}
     text = sections.meter_section(metrics, pd.DataFrame(columns=["profiler"]))
     assert "| resnet50 | NVML's 1 s average | 1 | 1 |" in text and "| resnet50 | instantaneous | 1 | 1 |" in text
