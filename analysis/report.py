@@ -72,13 +72,14 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
 
 
 def environment(envs: list[dict], differing: bool = False) -> str:
-    """One column per set of runs; with `differing`, the rows where they differ, the rest in a line."""
+    """One column per distinct environment (a set of runs has two where its records differ, as when a
+    package was installed while it ran); with `differing`, the rows where they differ, the rest in a line."""
     keys = [k for k in ENV_KEYS if any(k in e for e in envs)]  # a field older records lack is left out
     same = [k for k in keys if len({str(e.get(k, "")) for e in envs}) == 1]
     shown = [k for k in keys if not (differing and k in same)]
-    rows = [{"": k, **{f"run set {i + 1}": e.get(k, "") for i, e in enumerate(envs)}} for k in shown]
+    rows = [{"": k, **{f"environment {i + 1}": e.get(k, "") for i, e in enumerate(envs)}} for k in shown]
     common = "; ".join(f"{k} {envs[0].get(k)}" for k in same if envs[0].get(k) not in (None, ""))
-    return (f"Common to every set of runs: {common}.\n\n" if differing and common else "") + table(pd.DataFrame(rows))
+    return (f"Common to every environment: {common}.\n\n" if differing and common else "") + table(pd.DataFrame(rows))
 
 
 def interval(v, lo, hi) -> str:
@@ -215,6 +216,12 @@ def caveats_text(summary, tables) -> str:
              + (f" and {more} more" if more > 0 else "") if one else "- Every timing cell ran more than once.",
              f"- {c['run_sets']} set(s) of runs (GPU, commit, day; [appendix]({APPENDIX}#sets-of-runs): what each holds, "
              "the command that makes it); a ratio pairs runs of one set only."]
+    held, more = c["throttled"][:8], len(c["throttled"]) - 8
+    if held:
+        lines.append(f"- {len(c['throttled'])} timing cell(s) ran with the GPU held below its clocks by power or heat "
+                     f"(NVML's clock-event reasons) in at least {first.THROTTLED} % of their samples (median over runs): "
+                     + ", ".join(f"{name} ({num(share)} %)" for name, share in held) + (f" and {more} more" if more > 0 else "")
+                     + "; their throughput is what this GPU gives under those limits.")
     return "\n".join(lines) + "\n"
 
 

@@ -276,7 +276,8 @@ def limits_section(summary, variants: pd.DataFrame, limits: dict, workload: str,
                                                        for o, m in zip(df.over, trio("mfu"))],
                           "MFU vs datasheet (%)": trio("mfu_sheet")})
     per_sample = limits["flops_per_sample"][workload]
-    head = (f"Model FLOPs (forward + backward, torch.utils.flop_counter): {per_sample / 1e9:,.1f} GFLOP per sample. "
+    head = (f"Model FLOPs (forward + backward, torch.utils.flop_counter): {per_sample / 1e9:,.1f} GFLOP per sample, "
+            "counted at the workload's own sizes (a variant of another sequence length has no row). "
             f"Measured peak: a large matmul in the variant's precision, {peak_note(limits)}. "
             + (f"Datasheet: {sheet['source']}.\n\n" if sheet else "Datasheet: none listed for this GPU.\n\n"))
     over = df[df.over]

@@ -64,5 +64,7 @@ def ratio_text(r) -> str:
     if r["status"] == "too few pairs":
         return f"{value} (n={int(r['n'])}, no interval)"
     d = digits(r["lo"], r["hi"]) or 5
+    while d < 6 and any(f"{x:.{d}g}" == "1" and x != 1 for x in (r["lo"], r["hi"])):
+        d += 1  # a bound next to 1.0 shows which side of it it lies
     shown = f"{r['median']:.{d}g}x [{r['lo']:.{d}g}, {r['hi']:.{d}g}]"
     return shown if r["status"] in ("gain", "loss") else f"{shown} not established"

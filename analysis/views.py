@@ -84,6 +84,8 @@ def mfu(summary, variants: pd.DataFrame, limits: dict, workload: str, sheet: dic
         return pd.DataFrame()
     rows = []
     for v in variants[variants.workload == workload].itertuples():
+        if getattr(v, "seq_len", 0) not in (0, None) and not pd.isna(v.seq_len):
+            continue  # FLOPs per sample were counted at the workload's own sequence length
         r = metric(summary, workload, v.variant, "throughput")
         peak = limits["peak_tflops"].get(v.precision)
         if r is None or not peak:

@@ -153,3 +153,14 @@ def test_the_agreement_table_keeps_the_averaged_and_the_instantaneous_readings_a
     assert by.runs.sum() == 2 and set(by.how) == {"NVML's 1 s average", "instantaneous"}
     text = sections.meter_section(metrics, pd.DataFrame(columns=["profiler"]))
     assert "| resnet50 | NVML's 1 s average | 1 | 1 |" in text and "| resnet50 | instantaneous | 1 | 1 |" in text
+
+
+def test_a_cell_held_below_its_clocks_in_most_samples_is_a_caveat():
+    """The summary's caveats name each timing cell whose runs had a power or thermal clock-event
+    reason in at least half their samples (median over runs), most held first; others are not named."""
+    from analysis import summary as first
+    rows = [("vit_b_16", "optimized", 96.6), ("resnet50", "optimized", 12.0), ("lstm", "optimized", 100.0)]
+    summary = pd.DataFrame([{"workload": w, "variant": v, "profiler": "timing", "metric": "throttled_share", "median": x,
+                             "status": "ok", "n": 3, "failed": 0, "reason": None} for w, v, x in rows])
+    c = first.caveats(summary, pd.DataFrame(columns=["run_set"]))
+    assert c["throttled"] == [("lstm/optimized", 100.0), ("vit_b_16/optimized", 96.6)]

@@ -132,3 +132,14 @@ def test_of_two_sets_with_as_many_pairs_the_later_one_gives_the_ratio():
     cells = cells_of(df).assign(started=lambda c: c.run_set.map({early: "2026-12-06T09:00:00", late: "2026-12-06T21:00:00"}))
     r = paired.ratio(df, cells, "baseline", "amp")
     assert r["run_set"] == late and r["median"] == pytest.approx(1.9, rel=0.01)
+
+
+@pytest.mark.parametrize("median,lo,hi,shown", [
+    (0.998, 0.99758, 1.0014, "0.998x [0.9976, 1.001] not established"),  # 3 digits would print [0.998, 1]
+    (0.981, 0.964227, 1.00386, "0.981x [0.9642, 1.004] not established"),
+    (1.01, 1.0004, 1.02, "1.01x [1.0004, 1.02]"),
+])
+def test_a_bound_next_to_one_is_printed_on_its_side_of_it(median, lo, hi, shown):
+    from analysis.tables import ratio_text
+    status = "gain" if lo > 1 else "not established"
+    assert ratio_text({"status": status, "median": median, "lo": lo, "hi": hi, "n": 5}) == shown

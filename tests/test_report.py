@@ -474,3 +474,18 @@ def test_the_summary_names_each_fix_by_the_knobs_it_sets_and_tallies_the_verdict
                       "too few runs", "holds"])
     assert report.tally_line(said) == ("Verdicts of the 5 tests: holds: 2; holds in direction (no size documented): 1; "
                                        "holds in direction, larger than documented: 1; no verdict: 1.\n")
+
+
+def test_a_variant_of_another_sequence_length_gets_no_mfu_from_flops_counted_at_the_workloads_own():
+    """The LSTM's FLOPs per sample were counted at its own sequence length: the shape grid's points
+    at other lengths would read 4x too high or too low, so only the others have an MFU row."""
+    from analysis import views
+    summary = pd.DataFrame([{"workload": "lstm", "variant": v, "profiler": "timing", "metric": "throughput",
+                             "status": "ok", "median": 1000.0, "lo": 990.0, "hi": 1010.0, "unit": "samples/s"}
+                            for v in ["optimized", "lstm-shape-batch_size32-seq_len32"]])
+    variants = pd.DataFrame([{"workload": "lstm", "variant": "optimized", "precision": "amp-fp16", "seq_len": 0.0},
+                             {"workload": "lstm", "variant": "lstm-shape-batch_size32-seq_len32", "precision": "amp-fp16",
+                              "seq_len": 32.0}])
+    limits = {"flops_per_sample": {"lstm": 2e10}, "peak_tflops": {"amp-fp16": 600.0}}
+    df = views.mfu(summary, variants, limits, "lstm")
+    assert df.variant.tolist() == ["optimized"] and df.mfu.iloc[0] == pytest.approx(100 * 1000 * 2e10 / 1e12 / 600)
