@@ -90,7 +90,7 @@ def render(root: str | Path) -> Path:
              "one set of runs [95 % interval]. A ratio never pairs runs of two machines: compare two folders cell by "
              "cell with `trainperf compare results/<a> results/<b>`.\n",
              "## The machines\n", machines_table(dirs),
-             "Each peak is the one the machine's latest set of runs measured (its limits.json), the best of 7 repeats; "
+             "Each peak is the one its limits.json holds (measured by the set of runs it names), the best of 7 repeats; "
              "a blank or a missing row: a set made before the suite measured it.\n",
              "## What each workload trains at (speedup over the machine's own baseline)\n", headline_table(tables),
              "Published elsewhere: " + "; ".join(f"{a['workload']}, {a['source']}, {a['gpu']}: {a['figure']}" for a in anchors) + ".\n",

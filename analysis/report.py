@@ -193,14 +193,21 @@ def terms(variants: pd.DataFrame) -> str:
                                               f"{' -> '.join(ladder)}" if len(ladder) else "") + ".\n")
 
 
+def measured(x: float, unit: str, reduction: bool) -> str:
+    """A claim's measured value as the digest says it: a reduction (before / after) as the way it went."""
+    if reduction and unit == "x":
+        return f"{num(x)}x down" if x >= 1 else f"{num(1 / x)}x up"
+    return f"{num(x)}{'' if unit == 'x' else ' '}{unit}"
+
+
 def claims_digest(c: pd.DataFrame) -> str:
     """One line per claim: the figures it documents, and each test's metric, verdict and measured
     value with its unit (one verdict said by several tests of a metric, once with their count)."""
     rows = []
     for cid, tests in c.groupby("id", sort=False):
-        said = [f"{m}: {v.split(':')[0]}" + (f" ({num(x)}{'' if u == 'x' else ' '}{u}{'' if n >= 3 else f', n={int(n)}'})"
+        said = [f"{m}: {v.split(':')[0]}" + (f" ({measured(x, u, '(reduction;' in p)}{'' if n >= 3 else f', n={int(n)}'})"
                                              if not pd.isna(x) else "")
-                for m, v, x, u, n in zip(tests.metric, tests.verdict, tests.value, tests.unit, tests.n.fillna(0))]
+                for m, v, x, u, n, p in zip(tests.metric, tests.verdict, tests.value, tests.unit, tests.n.fillna(0), tests.pair)]
         rows.append({"claim": f"[{cid}](#claim-{cid})", "documented": " / ".join(dict.fromkeys(tests.documented)),
                      "each test: metric, verdict (measured here)": " / ".join(
                          f"{v} (x{k})" if k > 1 else v for v, k in Counter(said).items())})

@@ -69,7 +69,10 @@ def fix_gain(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, fix: s
 
 def basis(r: pd.Series) -> str:
     """The basis of a fix_gain ratio, in a few words."""
-    return "step alone" if r["profiler"] == "step" else "with the others on" if r["after"] == "optimized" else "alone"
+    if r["profiler"] == "step":  # a ladder stage over the one before it
+        before = str(r["before"]).removeprefix("ladder-upto-")
+        return "step alone" + ("" if before == "baseline" else f", over +{before}")
+    return "with the others on" if r["after"] == "optimized" else "alone"
 
 
 def inverted(r: pd.Series) -> pd.Series:

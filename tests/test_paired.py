@@ -143,3 +143,12 @@ def test_a_bound_next_to_one_is_printed_on_its_side_of_it(median, lo, hi, shown)
     from analysis.tables import ratio_text
     status = "gain" if lo > 1 else "not established"
     assert ratio_text({"status": status, "median": median, "lo": lo, "hi": hi, "n": 5}) == shown
+
+
+def test_a_ladder_gain_names_the_stage_it_is_measured_over():
+    """A step-side gain read on the ladder is over the stage before it (amp over +tf32), not over fp32."""
+    from analysis import summary as first
+    step = lambda before, after: pd.Series({"profiler": "step", "before": before, "after": after})  # noqa: E731
+    assert first.basis(step("ladder-upto-tf32", "ladder-upto-amp")) == "step alone, over +tf32"
+    assert first.basis(step("baseline", "ladder-upto-tf32")) == "step alone"
+    assert first.basis(pd.Series({"profiler": "timing", "before": "optimized-no-dali", "after": "optimized"})) == "with the others on"

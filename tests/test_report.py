@@ -489,3 +489,12 @@ def test_a_variant_of_another_sequence_length_gets_no_mfu_from_flops_counted_at_
     limits = {"flops_per_sample": {"lstm": 2e10}, "peak_tflops": {"amp-fp16": 600.0}}
     df = views.mfu(summary, variants, limits, "lstm")
     assert df.variant.tolist() == ["optimized"] and df.mfu.iloc[0] == pytest.approx(100 * 1000 * 2e10 / 1e12 / 600)
+
+
+@pytest.mark.parametrize("x,unit,reduction,said", [
+    (16.3, "x", True, "16.3x down"), (0.619, "x", True, "1.62x up"), (4.07, "x", False, "4.07x"),
+    (0.391, "ms/step", False, "0.391 ms/step")])
+def test_the_claims_digest_says_which_way_a_reduction_went(x, unit, reduction, said):
+    """A reduction is before / after: below 1 the metric rose (torch.compile launching more kernels)."""
+    from analysis import report
+    assert report.measured(x, unit, reduction) == said
