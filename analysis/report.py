@@ -128,7 +128,7 @@ def anchors(workload: str, path: Path = ANCHORS) -> str:
 
 
 def headline_table(summary, tables) -> str:
-    h = first.headline(summary, tables["ratios"], tables["variants"])
+    h = first.headline(summary, tables["ratios"], tables["variants"], tables["metrics"])
     if h.empty:
         return "(no workload trained)\n"
     rows = [{"workload": r.workload if i == 0 or h.workload.iloc[i - 1] != r.workload else "",
@@ -234,7 +234,8 @@ def caveats_text(summary, tables) -> str:
 
 def summary_section(summary, tables, claim_rows) -> list[str]:
     return ["## Summary\n", terms(tables["variants"]) if "kind" in tables["variants"] else "",
-            glossary(tables["variants"]), "**What each workload trains at** (throughput: median [min, max] over runs; speedup: "
+            glossary(tables["variants"]), "**What each workload trains at** (throughput: median [min, max] over the runs of the set of runs its speedup "
+            "pairs, the baseline's over optimized's set; speedup: "
             "median of ratios paired within one set of runs [95 % bootstrap interval; from 3 pairs it is their range, "
             "which holds the true median 3 times in 4]); an article's chain repeats its own scenario:\n",
             headline_table(summary, tables), optimized_line(tables["variants"]),

@@ -103,3 +103,20 @@ def test_the_machines_page_counts_sets_of_runs_not_environments(tmp_path):
     aggregate.main(sorted((DATA.parent / "h100-one-set-two-envs").glob("*.json")), [], tmp_path / "h100")
     assert len(json.loads((tmp_path / "h100" / "env.json").read_text())) == 2
     assert "| sets of runs | 1 |" in machines.render(tmp_path).read_text()
+
+
+def test_the_headline_throughput_comes_from_the_set_its_speedup_pairs(tmp_path):
+    """Two H100 sets of ResNet-50 in one folder: optimized's speedup pairs one set, and the
+    throughput beside it (and the baseline's) spans that set's runs only, not both sets'."""
+    import pandas as pd
+    from analysis import report, summary as first
+    from trainperf import config, variants
+    aggregate.main(sorted(DATA.glob("*.json")), [], tmp_path, catalog=variants.catalog(config.load()))
+    t = report.load_tables(tmp_path)
+    h = first.headline(pd.read_csv(tmp_path / "summary.csv"), t["ratios"], t["variants"], t["metrics"]).set_index("variant")
+    rset = h.loc["optimized", "speedup"]["run_set"]
+    for v in ("baseline", "optimized"):
+        runs = t["metrics"][(t["metrics"].variant == v) & (t["metrics"].metric == "throughput")
+                            & (t["metrics"].profiler == "timing")]
+        assert runs.run_set.nunique() == 2 and h.loc[v, "n"] == (runs.run_set == rset).sum() == 3
+        assert h.loc[v, "median"] == pytest.approx(runs[runs.run_set == rset].value.median())
