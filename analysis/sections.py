@@ -374,15 +374,22 @@ def run_sets_section(cells: pd.DataFrame) -> str:
         gpu, commit, day = rset.split("|")
         presets = sorted(g.preset.dropna().unique()) if "preset" in g else []
         workloads = sorted(g.workload.unique())
-        command = (f"`snakemake --cores 1 --config preset={presets[0]} \"workloads=[{','.join(workloads)}]\"`"
-                   if len(presets) == 1 else "")
+        command = "; ".join(remake(presets[0], w, g[g.workload == w]) for w in workloads) if len(presets) == 1 else ""
         rows.append({"day": day, "commit": commit[:12], "GPU": gpu[:12], "preset": ", ".join(presets),
                      "workloads": ", ".join(workloads), "variants": g.variant.nunique(),
                      "runs (failed)": f"{len(g)} ({(g.status == 'failed').sum()})", "made again by": command})
     return ("A set of runs is its records' GPU (its UUID), commit and day; a ratio pairs runs of one set only. "
-            "The command makes such a set again from a checkout of its commit (cells.csv lists the variants "
-            "each set holds; a set that ran a part of its preset was given `variants=[...]` too).\n\n"
-            + table(pd.DataFrame(rows)))
+            "The commands, one per workload, make such a set again from a checkout of its commit: the set's own "
+            "variants under its own profilers (a profiler observes the cells its preset names, so a command may "
+            "run a few cells more than the set holds).\n\n" + table(pd.DataFrame(rows)))
+
+
+def remake(preset: str, workload: str, runs: pd.DataFrame) -> str:
+    """The command that runs one workload's cells of a set again: its variants under its profilers."""
+    variants = ",".join(sorted(runs.variant.unique()))
+    profilers = ",".join(sorted(runs.profiler.unique()))
+    return (f"`snakemake --cores 1 --config preset={preset} \"workloads=[{workload}]\" \"variants=[{variants}]\" "
+            f"\"profilers=[{profilers}]\"`")
 
 
 COST_HEAD = ("Each run's own clock: from the cell's start to its record (under nsys or ncu, the whole process "

@@ -120,3 +120,13 @@ def test_the_headline_throughput_comes_from_the_set_its_speedup_pairs(tmp_path):
                             & (t["metrics"].profiler == "timing")]
         assert runs.run_set.nunique() == 2 and h.loc[v, "n"] == (runs.run_set == rset).sum() == 3
         assert h.loc[v, "median"] == pytest.approx(runs[runs.run_set == rset].value.median())
+
+
+def test_each_set_of_runs_names_the_commands_that_make_it_again(folders):
+    """A set that ran three of ResNet-50's variants under timing is made again by a command that
+    asks for those variants under that profiler, not the whole preset."""
+    import pandas as pd
+    from analysis import sections
+    text = sections.run_sets_section(pd.read_csv(folders[SETS[1]] / "cells.csv"))
+    assert ('`snakemake --cores 1 --config preset=headline "workloads=[resnet50]" "variants=[baseline,optimized,workers]" '
+            '"profilers=[timing]"`') in text
