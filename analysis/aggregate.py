@@ -189,24 +189,26 @@ def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def step_losses(records: list[dict]) -> pd.DataFrame:
-    """Every recorded loss of every successful run: keys, step index, loss."""
-    rows = [{**r["keys"], "step": s["step"], "loss": s["loss"]} for r in records if r["status"] == "ok"
+    """Every recorded loss of every successful run: keys, its set of runs, step index, loss."""
+    rows = [{**r["keys"], "run_set": paired.run_set(r.get("env"), r.get("started")), "step": s["step"], "loss": s["loss"]}
+            for r in records if r["status"] == "ok"
             for s in r.get("warmup_steps", []) + r.get("steps", []) if s.get("loss") is not None]
-    return pd.DataFrame(rows, columns=[*KEYS, "rep", "step", "loss"])
+    return pd.DataFrame(rows, columns=[*KEYS, "rep", "run_set", "step", "loss"])
 
 
 def loss_check(losses: pd.DataFrame) -> pd.DataFrame:
     """loss_vs_baseline (%) per run: the run's mean loss over the last LOSS_STEPS steps it shares
-    with the baseline run of the same workload, profiler and repetition, against the baseline's;
-    where that repetition has no baseline run, against the mean of the other repetitions' baseline
-    runs (every run of a cell starts from the same seed, weights and data order).
+    with the baseline run of the same workload, profiler, repetition and set of runs, against the
+    baseline's; where there is none, against the mean of the baseline runs of that workload and
+    profiler (every run of a cell starts from the same seed, weights and data order).
     Cells stop at different steps (a slow cell measures fewer), so only common steps compare."""
     out = []
-    base = losses[losses.variant == "baseline"].set_index(["workload", "profiler", "rep", "step"]).loss.sort_index()
-    other = base.groupby(level=["workload", "profiler", "step"]).mean()
-    for (w, v, p, r), g in losses.groupby([*KEYS, "rep"], sort=False):
-        if (w, p, r) in base.droplevel("step").index:
-            b = base.loc[(w, p, r)]
+    base = losses[losses.variant == "baseline"]
+    own = base.set_index(["workload", "profiler", "rep", "run_set", "step"]).loss.sort_index()
+    other = base.groupby(["workload", "profiler", "step"]).loss.mean()
+    for (w, v, p, r, rset), g in losses.groupby([*KEYS, "rep", "run_set"], sort=False):
+        if (w, p, r, rset) in own.droplevel("step").index:
+            b = own.loc[(w, p, r, rset)]
         elif (w, p) in other.droplevel("step").index:
             b = other.loc[(w, p)]
         else:
@@ -215,8 +217,8 @@ def loss_check(losses: pd.DataFrame) -> pd.DataFrame:
         if common:
             mine, ref = g.set_index("step").loss.loc[common].mean(), b.loc[common].mean()
             out.append({"workload": w, "variant": v, "profiler": p, "rep": r, "metric": "loss_vs_baseline",
-                        "value": 100 * (mine - ref) / ref, "unit": "%"})
-    return pd.DataFrame(out, columns=[*KEYS, "rep", "metric", "value", "unit"])
+                        "value": 100 * (mine - ref) / ref, "unit": "%", "run_set": rset})
+    return pd.DataFrame(out, columns=[*KEYS, "rep", "metric", "value", "unit", "run_set"])
 
 
 def summarize(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:

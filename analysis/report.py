@@ -67,7 +67,7 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
     df = pd.DataFrame(rows)
     return table(df[[c for c in df.columns if (df[c] != "").any() or c in ("variant", "loss vs baseline (%)")]]) + (
         f"\nloss vs baseline: the mean training loss over the last {aggregate.LOSS_STEPS} steps a run shares with "
-        f"the baseline's run of its repetition, against the baseline's (%): the check that a fix still trains; "
+        f"the baseline's run of its repetition and set of runs, against the baseline's (%): the check that a fix still trains; "
         f"**check** where it sits over {aggregate.LOSS_TOLERANCE:g} % above.\n")
 
 

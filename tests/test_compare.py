@@ -130,3 +130,17 @@ def test_each_set_of_runs_names_the_commands_that_make_it_again(folders):
     text = sections.run_sets_section(pd.read_csv(folders[SETS[1]] / "cells.csv"))
     assert ('`snakemake --cores 1 --config preset=headline "workloads=[resnet50]" "variants=[baseline,optimized,workers]" '
             '"profilers=[timing]"`') in text
+
+
+def test_the_loss_check_compares_each_run_with_the_baseline_of_its_own_set(tmp_path):
+    """Two H100 sets of ResNet-50 in one folder: each optimized run's loss is set against the baseline
+    run of its own set and repetition (six checks), not a mix of both sets' runs (three)."""
+    records = aggregate.load_records(sorted(DATA.glob("*.json")))
+    losses = aggregate.step_losses(records)
+    checks = aggregate.loss_check(losses)
+    mine = checks[checks.variant == "optimized"]
+    assert len(mine) == 6 and mine.run_set.nunique() == 2
+    one = mine.iloc[0]
+    own = losses[(losses.rep == one.rep) & (losses.run_set == one.run_set)].set_index(["variant", "step"]).loss
+    common = sorted(set(own["optimized"].index) & set(own["baseline"].index))[-aggregate.LOSS_STEPS:]
+    assert one.value == pytest.approx(100 * (own["optimized"][common].mean() / own["baseline"][common].mean() - 1))
