@@ -25,17 +25,20 @@ def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, 
     if stages.empty or r.empty:
         return ""
     profiler = r.profiler.iloc[0]
-    rows, before = [], "baseline"
+    rows, before, prev = [], "baseline", "baseline"  # prev: the stage before in ratios.csv, shown or not
     for v, step in zip(stages.variant, stages.about):
         measured = same.get((workload, v), v)  # the variant with this stage's knobs that ran
         t = metric(summary, workload, measured, "throughput", profiler)
-        if t is None or measured == same.get((workload, before), before):
-            continue  # a stage this run did not measure, or one that changes nothing here
+        if t is None:
+            continue  # a stage this run did not measure
+        if measured == same.get((workload, before), before):
+            prev = v  # a stage that changes nothing here: not shown, its successor's ratio is over it
+            continue
         rows.append({"stage": f"+ {step}", "variant": measured, f"throughput ({profiler})": spread(t),
                      "over the stage before (paired)": "" if before == "baseline" else
-                     ratio_text(ratio_row(ratios, workload, before, v, profiler)),
+                     ratio_text(ratio_row(ratios, workload, prev, v, profiler)),
                      f"over the baseline's {profiler} run (paired)": ratio_text(ratio_row(ratios, workload, "baseline", v, profiler))})
-        before = v
+        before = prev = v
     return table(pd.DataFrame(rows))
 
 

@@ -498,3 +498,23 @@ def test_the_claims_digest_says_which_way_a_reduction_went(x, unit, reduction, s
     """A reduction is before / after: below 1 the metric rose (torch.compile launching more kernels)."""
     from analysis import report
     assert report.measured(x, unit, reduction) == said
+
+
+def test_a_chain_stage_after_one_that_changes_nothing_shows_its_gain_over_that_one():
+    """ViT-B/16's ladder: channels-last is measured as the amp stage (same knobs here) and not shown;
+    the compile stage after it shows its paired gain, which ratios.csv keys by the stage before it."""
+    from analysis import sections
+    stages = ["ladder-upto-tf32", "ladder-upto-amp", "ladder-upto-channels-last", "ladder-upto-compile"]
+    variants = pd.DataFrame([{"workload": "vit_b_16", "variant": v, "chain": "ladder", "order": i,
+                              "about": v.removeprefix("ladder-upto-")} for i, v in enumerate(stages)])
+    ran = ["baseline", "ladder-upto-tf32", "ladder-upto-amp", "ladder-upto-compile"]
+    summary = pd.DataFrame([{"workload": "vit_b_16", "variant": v, "profiler": "step", "metric": "throughput",
+                             "status": "ok", "median": 100.0 * (i + 1), "lo": 99.0, "hi": 101.0, "n": 3} for i, v in enumerate(ran)])
+    cells = pd.DataFrame([{"workload": "vit_b_16", "variant": "ladder-upto-channels-last", "profiler": "step",
+                           "status": "skipped", "reason": "same knobs as ladder-upto-amp here"}])
+    pairs = list(zip(["baseline", *stages], stages))
+    ratios = pd.DataFrame([{"workload": "vit_b_16", "before": b, "after": a, "profiler": "step", "metric": "throughput",
+                            "median": 1.5, "lo": 1.4, "hi": 1.6, "n": 3, "status": "gain"} for b, a in pairs])
+    text = sections.chain_section(summary, ratios, variants, cells, "vit_b_16", "ladder")
+    compile_row = next(line for line in text.splitlines() if line.startswith("| + compile"))
+    assert "1.5x [1.4, 1.6]" in compile_row.split("|")[4] and "+ channels-last" not in text
