@@ -58,7 +58,7 @@ def gains_table(tables: dict[str, dict]) -> str:
             for fix, side in v[(v.workload == w) & (v.kind == "fix")][["about", "side"]].itertuples(index=False):
                 g = first.fix_gain(t["ratios"], v, w, fix, side)
                 rows.append({"workload": w, "fix": fix, "side": side, "machine": m,
-                             "gain": "" if g is None else ratio_text(g) + (" (step alone)" if g["profiler"] == "step" else "")})
+                             "gain": "" if g is None else f"{ratio_text(g)} ({first.basis(g)})"})
     if not rows:
         return "No fix was measured against its baseline on these machines.\n"
     df = pd.DataFrame(rows)
