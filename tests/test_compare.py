@@ -79,6 +79,7 @@ def test_the_machines_page_sets_each_machine_beside_the_others(tmp_path):
     text = machines.render(tmp_path).read_text()
     assert "| workload | variant | h100 | h200 |" in text and "| cpu" not in text
     assert "| memory bandwidth measured here, a 1 GiB copy (GB/s) | 2,900 |  |" in text  # the h200 set predates it
+    assert any(line.startswith("| resnet50 | workers | input |") and "(alone)" in line for line in text.splitlines())
     rows = [line for line in text.split("## The documented claims")[1].splitlines() if line.startswith("| ")]
     assert len(rows) - 2 == sum(len(c["tests"]) for c in claims.load())
     h100 = report.load_tables(tmp_path / "h100")
