@@ -32,9 +32,13 @@ for _c in CELLS:
         SWEEPS.setdefault((_unit, _k["profiler"], _k["rep"]), []).append((_c["spec"], matrix.record_path(R, **_k)))
 
 
-for (_w, _p, _r), _jobs in SWEEPS.items():  # each repetition starts the sweep at another variant,
-    _n = _r % len(_jobs)                    # so that no variant always runs first in its process
-    SWEEPS[(_w, _p, _r)] = _jobs[_n:] + _jobs[:_n]
+def rotated(jobs, rep):
+    """Each repetition starts the sweep at another variant, so that no variant always runs first in its process."""
+    n = rep % len(jobs)
+    return jobs[n:] + jobs[:n]
+
+
+SWEEPS = {key: rotated(jobs, key[2]) for key, jobs in SWEEPS.items()}
 
 
 def sweep_path(workload, profiler, rep, suffix="json"):
@@ -106,8 +110,7 @@ def confirming(wildcards=None):
             cell = matrix.cell(R, c["workload"], c["variant"], c["profiler"], r)
             if cell["status"] == "run" and matrix.processes(cell["spec"]) == 1:
                 extra.setdefault((c["workload"], c["profiler"], r), []).append((cell["spec"], matrix.record_path(R, **cell["keys"])))
-    for (w, p, r), jobs in extra.items():  # like the first repetitions: each starts at another variant
-        extra[(w, p, r)] = jobs[r % len(jobs):] + jobs[:r % len(jobs)]
+    extra = {key: rotated(jobs, key[2]) for key, jobs in extra.items()}
     if any(SWEEPS.get(k) != jobs for k, jobs in extra.items()):
         plan_sweeps(extra)
         SWEEPS.update(extra)
