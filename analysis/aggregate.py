@@ -143,7 +143,7 @@ def ratio_table(metrics: pd.DataFrame, cells: pd.DataFrame, catalog) -> pd.DataF
     """ratios.csv: every comparison's paired ratio of throughput, in the timing runs and (where
     both cells ran it) the step alone; and of the energy per sample in the timing runs that
     measured it (what a fix saves in energy: below 1 is a saving); and what the energy meter costs
-    the cells also run without it (profiler timing/bare)."""
+    the cells also run without it (profilers timing/bare, step/step-bare)."""
     ran = cells[cells.status.isin(["ok", "failed"]) | cells.reason.astype(str).str.startswith("same knobs as")]
     timed = ran[ran.profiler == "timing"]
     parts = [paired.table(metrics, cells, comparisons(ran[ran.profiler == p], catalog), profiler=p, aliases=aliases(cells))
@@ -151,24 +151,27 @@ def ratio_table(metrics: pd.DataFrame, cells: pd.DataFrame, catalog) -> pd.DataF
     if (metrics.metric == "energy_per_sample").any() and len(timed):
         parts.append(paired.table(metrics, cells, comparisons(timed, catalog), metric="energy_per_sample",
                                   aliases=aliases(cells)))
-    if (ran.profiler == "bare").any():
+    if ran.profiler.isin(list(METERED)).any():
         parts.append(meter_cost(metrics, cells))
     return pd.concat(parts, ignore_index=True) if parts else paired.table(metrics, cells, [])
 
 
-METER = "timing/bare"  # ratios.csv's profiler of the energy meter's cost: a cell with the meter over without
+METERED = {"bare": "timing", "step-bare": "step"}  # a profiler without the energy meter: the same one with it
+METER = [f"{m}/{b}" for b, m in METERED.items()]  # ratios.csv's profilers of the meter's cost: with over without
 
 
 def meter_cost(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
-    """Per cell run both with the energy meter (timing) and without (bare): the paired ratio of the
-    throughput with it over without; below 1 is what metering costs the cell."""
+    """Per cell run both with the energy meter (timing, or the step alone) and without (bare,
+    step-bare): the paired ratio of the throughput with it over without; below 1 is what metering
+    costs the cell."""
     rows = []
-    for w, v in cells[cells.profiler == "bare"][["workload", "variant"]].drop_duplicates().itertuples(index=False):
-        def of_cell(df):  # the cell's rows, its profilers in the variant column: paired.ratio pairs those
-            return df[(df.workload == w) & (df.variant == v) & df.profiler.isin(["timing", "bare"])].assign(
-                variant=lambda d: d.profiler)
-        r = paired.ratio(of_cell(metrics[metrics.metric == "throughput"]), of_cell(cells), "bare", "timing")
-        rows.append({"workload": w, "before": v, "after": v, "profiler": METER, "metric": "throughput", **r})
+    for bare, metered in METERED.items():
+        for w, v in cells[cells.profiler == bare][["workload", "variant"]].drop_duplicates().itertuples(index=False):
+            def of_cell(df):  # the cell's rows, its profilers in the variant column: paired.ratio pairs those
+                return df[(df.workload == w) & (df.variant == v) & df.profiler.isin([metered, bare])].assign(
+                    variant=lambda d: d.profiler)
+            r = paired.ratio(of_cell(metrics[metrics.metric == "throughput"]), of_cell(cells), bare, metered)
+            rows.append({"workload": w, "before": v, "after": v, "profiler": f"{metered}/{bare}", "metric": "throughput", **r})
     return pd.DataFrame(rows)
 
 
@@ -264,7 +267,7 @@ def overheads(metrics: pd.DataFrame) -> list[dict]:
     timing = tput[tput.profiler == "timing"].set_index(["workload", "variant", "run_set", "rep"]).value
     timing = timing[~timing.index.duplicated(keep="last")]
     out = []
-    for (w, v, p), runs in tput[~tput.profiler.isin(["timing", "bare"])].groupby(["workload", "variant", "profiler"]):
+    for (w, v, p), runs in tput[~tput.profiler.isin(["timing", *METERED])].groupby(["workload", "variant", "profiler"]):
         keys = list(zip([w] * len(runs), [v] * len(runs), runs.run_set, runs.rep))
         both = [(timing[k], x) for k, x in zip(keys, runs.value) if k in timing.index]
         if not both:

@@ -312,19 +312,23 @@ def overhead_section(summary: pd.DataFrame) -> str:
 
 METER_HEAD = ("Every timing run meters the GPU: NVML's energy counter read at the measured window's ends, and power, "
               "clocks, temperature and clock-event reasons sampled every 50 ms on a thread of the training process. "
-              "What it costs: cells run again without the meter (profiler `bare`), paired by repetition; the throughput "
-              "with the meter over without (1: no cost). How far the two energy figures agree: the power samples "
+              "What it costs: cells run again without the meter (profiler `bare`; `step-bare` for the step alone, "
+              "where no input side varies), paired by repetition; the throughput with the meter over without (1: no "
+              "cost). How far the two energy figures agree: the power samples "
               "integrated over the window against the counter's energy (the tables use the counter), in %. The samples "
               "read NVML's instantaneous power where the driver gives it; its default reading averages over the last "
               "second (Ampere and newer, but GA100), which lags a measured window of a second or two.\n\n")
 
 
+MEASURED = {"timing": "end to end", "step": "the step alone"}  # a meter-cost ratio's metered profiler
+
+
 def meter_section(metrics: pd.DataFrame, ratios: pd.DataFrame) -> str:
     """What the energy meter costs the cells run without it too, and how the sampled power agrees
     with the energy counter, per workload and power reading over its timing runs."""
-    cost = ratios[ratios.profiler == aggregate.METER]
-    rows = [{"workload": r.workload, "cell": r.before, "throughput with the meter / without (paired)": ratio_text(r)}
-            for _, r in cost.iterrows()]
+    cost = ratios[ratios.profiler.isin(aggregate.METER)]
+    rows = [{"workload": r.workload, "cell": r.before, "measured": MEASURED[r.profiler.split("/")[0]],
+             "throughput with the meter / without (paired)": ratio_text(r)} for _, r in cost.iterrows()]
     per = [{"workload": w, "power samples": how, "cells": g.variant.nunique(), "runs": len(g),
             "median of the cells' medians (%)": num(g.groupby("variant").value.median().median()),
             "range over every run (%)": f"{num(g.value.min())} .. {num(g.value.max())}"}

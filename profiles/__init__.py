@@ -5,8 +5,9 @@ OBSERVERS maps a profiler name (the matrix's `profiler` dimension) to its observ
 from profiles.input_only import InputOnly
 from profiles.ncu import Ncu
 from profiles.nsys import Nsys
-from profiles.step_only import StepOnly
+from profiles.step_only import StepBare, StepOnly
 from profiles.timing import Bare, Timing
 from profiles.torch_profiler import TorchProfiler
 
-OBSERVERS = {"timing": Timing, "bare": Bare, "input": InputOnly, "step": StepOnly, "torch": TorchProfiler, "nsys": Nsys, "ncu": Ncu}
+OBSERVERS = {"timing": Timing, "bare": Bare, "input": InputOnly, "step": StepOnly, "step-bare": StepBare,
+             "torch": TorchProfiler, "nsys": Nsys, "ncu": Ncu}

@@ -6,9 +6,15 @@ cell: training near the lower of the two ceilings is bound by that side; well be
 compete (for the host's cores, or for the GPU: DALI decodes on it)."""
 from __future__ import annotations
 
-from profiles.timing import Timing
+from profiles.timing import Bare, Timing
 
 
 class StepOnly(Timing):
     name = "step"
+    one_batch = True
+
+
+class StepBare(Bare):
+    """The step alone without the meter: what metering costs a step no input side varies."""
+    name = "step-bare"
     one_batch = True

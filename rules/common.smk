@@ -123,10 +123,10 @@ def sweep_inputs(wc):
     waits for its repetition r-1 under timing and under each profiler that runs every repetition,
     those for timing's repetition r (interleaved: pairs minutes apart, not a whole matrix apart) but
     `bare`, which in odd repetitions runs first and timing waits for it (the meter's cost, timing over
-    bare, then sees each order as often), the other profilers for its last timing repetition, and ncu for the
-    nsys timelines it takes its kernels from (in order only: a sweep redone does not void the
-    sweeps after it). Each waits on sweeps of its own workload only: what another workload's run
-    made never changes what this one waits for."""
+    bare, then sees each order as often; so do step and step-bare), the other profilers for its last
+    timing repetition, and ncu for the nsys timelines it takes its kernels from (in order only: a
+    sweep redone does not void the sweeps after it). Each waits on sweeps of its own workload only:
+    what another workload's run made never changes what this one waits for."""
     rep, w = int(wc.rep), wc.workload
     inputs = {"data": ancient(SWEEPS[(w, wc.profiler, rep)][0][0]["data"]),
               "compiled": [ancient(p) for p in compile_records()]}  # no sweep runs while the stage compiles
@@ -142,11 +142,21 @@ def sweep_inputs(wc):
             inputs["bare"] = ancient(sweep_path(w, "bare", rep))
     elif wc.profiler in paired and rep in timing:  # beside the timing repetition it is paired with
         inputs["timing"] = ancient(sweep_path(w, "timing", rep))
+        inputs["first"] = step_meter_first(w, wc.profiler, rep)
     elif wc.profiler != "timing" and timing:
         inputs["timing"] = ancient(sweep_path(wc.workload, "timing", timing[-1]))
     if wc.profiler == "ncu" and (wc.workload, "nsys", rep) in SWEEPS:
         inputs["nsys"] = ancient(sweep_path(wc.workload, "nsys", rep))
     return inputs
+
+
+def step_meter_first(w, profiler, rep):
+    """The step's meter cost (step over step-bare) sees each order as often: step-bare runs first in
+    odd repetitions, step in even ones, and the other waits for it ([]: nothing to wait for)."""
+    if (w, "step", rep) not in SWEEPS or (w, "step-bare", rep) not in SWEEPS:
+        return []
+    first, then = ("step-bare", "step") if rep % 2 else ("step", "step-bare")
+    return [ancient(sweep_path(w, first, rep))] if profiler == then else []
 
 
 def one_spec_per_workload():

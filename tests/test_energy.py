@@ -77,20 +77,23 @@ def test_a_timing_run_on_this_cpu_records_its_energy_or_why_not(cpu_config, tmp_
     assert has or ("RAPL" in result["timing"]["energy"]["why"] and not result["timing"]["energy"]["measurable"])
 
 
-def test_the_meters_cost_pairs_a_cells_timing_runs_with_its_bare_ones():
-    """Throughput with the meter (timing) over without (bare), per repetition, of the same cell only."""
+def test_the_meters_cost_pairs_a_cells_metered_runs_with_its_bare_ones():
+    """Throughput with the meter over without, per repetition, of the same cell only: timing over
+    bare end to end, step over step-bare for the step alone."""
     import pandas as pd
     rset = "GPU-a|abc123|2026-12-06"
     rows = [{"workload": "lstm", "variant": v, "profiler": p, "rep": r, "metric": "throughput", "value": x, "run_set": rset}
             for v, p, xs in (("optimized", "timing", [99, 98.9, 99.2, 99]), ("optimized", "bare", [100, 100, 100.1, 100]),
-                             ("baseline", "timing", [10, 10, 10, 10]))
+                             ("baseline", "timing", [10, 10, 10, 10]), ("optimized", "step", [200, 200.2, 199.8, 200]),
+                             ("optimized", "step-bare", [201, 201, 201, 201]))
             for r, x in enumerate(xs)]
     metrics = pd.DataFrame(rows)
     cells = metrics.drop(columns=["metric", "value"]).assign(status="ok")
-    cost = aggregate.meter_cost(metrics, cells)
-    (r,) = cost.itertuples()  # the baseline ran without the meter nowhere: no row
-    assert (r.before, r.profiler, r.status, r.n) == ("optimized", aggregate.METER, "loss", 4)
-    assert r.median == pytest.approx(0.99, abs=0.002) and r.hi < 1
+    cost = aggregate.meter_cost(metrics, cells).set_index("profiler")  # the baseline ran without the meter nowhere
+    assert list(cost.index) == aggregate.METER == ["timing/bare", "step/step-bare"]
+    assert (cost.before == "optimized").all() and (cost.n == 4).all() and (cost.status == "loss").all()
+    assert cost.loc["timing/bare", "median"] == pytest.approx(0.99, abs=0.002)
+    assert cost.loc["step/step-bare", "median"] == pytest.approx(200 / 201, abs=0.001)
 
 
 class FieldValue:  # the shape of pynvml's c_nvmlFieldValue_t that instant_power reads
