@@ -326,16 +326,16 @@ MEASURED = {"timing": "end to end", "step": "the step alone"}  # a meter-cost ra
 def meter_section(metrics: pd.DataFrame, ratios: pd.DataFrame) -> str:
     """What the energy meter costs the cells run without it too, and how the sampled power agrees
     with the energy counter, per workload and power reading over its timing runs."""
-    cost = ratios[ratios.profiler.isin(aggregate.METER)]
+    cost, agree = ratios[ratios.profiler.isin(aggregate.METER)], agreement(metrics)
     rows = [{"workload": r.workload, "cell": r.before, "measured": MEASURED[r.profiler.split("/")[0]],
              "throughput with the meter / without (paired)": ratio_text(r)} for _, r in cost.iterrows()]
     per = [{"workload": w, "power samples": how, "cells": g.variant.nunique(), "runs": len(g),
             "median of the cells' medians (%)": num(g.groupby("variant").value.median().median()),
             "range over every run (%)": f"{num(g.value.min())} .. {num(g.value.max())}"}
-           for (w, how), g in agreement(metrics).groupby(["workload", "how"])]
+           for (w, how), g in agree.groupby(["workload", "how"])]
     if not rows and not per:
         return ""
-    by = agreement_by_window(agreement(metrics)).rename(columns={
+    by = agreement_by_window(agree).rename(columns={
         "how": "power samples", "window": "measured window", "median": "median absolute difference (%)",
         "largest": "largest absolute difference (%)"})
     return (METER_HEAD + (table(pd.DataFrame(rows)) + "\n" if rows else "")
