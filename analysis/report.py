@@ -19,12 +19,13 @@ ANCHORS = Path(__file__).with_name("anchors.yaml")
 SOURCES = Path(__file__).with_name("sources.yaml")
 APPENDIX = "APPENDIX.md"
 
+# the chains the report shows, each with its title; a tuple of chains shares one table
 CHAINS = {"a002": "article 002's ResNet-50 case, its fixes in its order",
           "a000": "article 000's ViT case, its DataLoader then DALI",
           "ladder": "the step alone (a batch held on the GPU), the GPU-side fixes one after another",
-          "sync": "the step alone under bf16, the loss read every step then every 10th",
-          "sync32": "the same at the article's batch of 32",
-          "scaler": "the step alone under fp16 (its GradScaler syncs every step), the loss read every step then every 10th",
+          ("sync", "sync32", "scaler"): "the step alone, the loss read every step then every 10th: under bf16 "
+          "(`sync`: no GradScaler, so the read is the step's only sync), the same at the article's batch of 32 "
+          "(`sync32`), under fp16 (`scaler`: its GradScaler syncs every step)",
           "copy": "the DataLoader's path, the pinned asynchronous copy last"}
 ENV_KEYS = ["gpu", "driver", "cuda", "torch", "torchvision", "cudnn", "dali", "nsys_version", "ncu_version", "cpu",
             "cpu_count", "python", "git_commit", "host", "gpu_uuid", "dates", "runs", "profilers"]
@@ -267,7 +268,7 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
             ("Ablation: optimized with one fix left out", sections.tuning_section(summary, tables["ratios"], workload, ablations)),
             ("Data-parallel scaling", sections.scaling_section(summary, tables["ratios"], workload, kinds.get("ddp", []))),
             ("Stage by stage: one fix after another", sections.stages_section(summary, tables["ratios"], tables["cells"], chain, workload, out)),
-            *((f"Chain {c}: {title}", sections.chain_section(summary, tables["ratios"], v, tables["cells"], workload, c))
+            *((f"{chain_heading(c)}: {title}", sections.chain_section(summary, tables["ratios"], v, tables["cells"], workload, c))
               for c, title in CHAINS.items()),
             *((f"Grid {g}: tokens or samples per second at each shape", sections.grid_section(summary, v, workload, g))
               for g in sorted(set(v[(v.workload == workload) & (v.kind == "grid")].chain))),
@@ -286,6 +287,10 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
         if text:
             appendix += [f"### {title}\n", text]
     return parts, appendix if len(appendix) > 1 else []
+
+
+def chain_heading(chains) -> str:
+    return f"Chain {chains}" if isinstance(chains, str) else "Chains " + ", ".join(chains)
 
 
 def not_drawn(ratios: pd.DataFrame, workload: str, names: list[str]) -> str:

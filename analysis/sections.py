@@ -13,17 +13,25 @@ from analysis.tables import fmt, num, ratio_row, ratio_text, row as metric, spre
 from analysis.views import breakdown, grid_values, mfu, phases, run_cost, stage_variants
 
 
-def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, workload: str, chain: str) -> str:
+def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, workload: str, chains) -> str:
+    """One chain's table (`chains` a name), or several chains' in one with a column naming each."""
+    chains = [chains] if isinstance(chains, str) else list(chains)
+    rows = [{**({"chain": c} if len(chains) > 1 else {}), **r}
+            for c in chains for r in chain_rows(summary, ratios, variants, cells, workload, c)]
+    return table(pd.DataFrame(rows)) if rows else ""
+
+
+def chain_rows(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, workload: str, chain: str) -> list[dict]:
     """A chain's stages that were measured (variants.csv), each with its throughput (a stage the
     matrix measured as another variant shows that one's), its paired gain over the stage shown
     before it and over the baseline (the profiler its chain runs under)."""
     same = aggregate.aliases(cells)
     if "chain" not in variants:
-        return ""
+        return []
     stages = variants[(variants.workload == workload) & (variants.chain == chain)].sort_values("order")
     r = ratios[(ratios.workload == workload) & ratios.after.isin(stages.variant) & (ratios.metric == "throughput")]
     if stages.empty or r.empty:
-        return ""
+        return []
     profiler = r.profiler.iloc[0]
     rows, before, prev = [], "baseline", "baseline"  # prev: the stage before in ratios.csv, shown or not
     for v, step in zip(stages.variant, stages.about):
@@ -39,7 +47,7 @@ def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, 
                      ratio_text(ratio_row(ratios, workload, prev, v, profiler)),
                      f"over the baseline's {profiler} run (paired)": ratio_text(ratio_row(ratios, workload, "baseline", v, profiler))})
         before = prev = v
-    return table(pd.DataFrame(rows))
+    return rows
 
 
 def stages_section(summary, ratios, cells, chain, workload, out: Path) -> str:

@@ -518,3 +518,22 @@ def test_a_chain_stage_after_one_that_changes_nothing_shows_its_gain_over_that_o
     text = sections.chain_section(summary, ratios, variants, cells, "vit_b_16", "ladder")
     compile_row = next(line for line in text.splitlines() if line.startswith("| + compile"))
     assert "1.5x [1.4, 1.6]" in compile_row.split("|")[4] and "+ channels-last" not in text
+
+
+def test_chains_shown_together_share_one_table_with_a_column_naming_each():
+    """The loss-read chains (bf16, batch 32, fp16) read as one table: each row names its chain."""
+    from analysis import sections
+    chains = {"sync": "amp-bf16", "scaler": "amp"}
+    variants = pd.DataFrame([{"workload": "resnet50", "variant": f"{c}-upto-{f}", "chain": c, "order": i, "about": f}
+                             for c, first in chains.items() for i, f in enumerate([first, "lazy-sync"])])
+    summary = pd.DataFrame([{"workload": "resnet50", "variant": v, "profiler": "step", "metric": "throughput",
+                             "status": "ok", "median": 100.0, "lo": 99.0, "hi": 101.0, "n": 3}
+                            for v in ["baseline", *variants.variant]])
+    ratios = pd.DataFrame([{"workload": "resnet50", "before": "baseline", "after": v, "profiler": "step",
+                            "metric": "throughput", "median": 2.0, "lo": 1.9, "hi": 2.1, "n": 3, "status": "gain"}
+                           for v in variants.variant])
+    cells = pd.DataFrame(columns=["workload", "variant", "profiler", "status", "reason"])
+    text = sections.chain_section(summary, ratios, variants, cells, "resnet50", ("sync", "scaler"))
+    rows = [line.split("|")[1:3] for line in text.splitlines()[2:]]
+    assert text.startswith("| chain | stage |") and [c.strip() for c, _ in rows] == ["sync", "sync", "scaler", "scaler"]
+    assert "chain" not in sections.chain_section(summary, ratios, variants, cells, "resnet50", "sync").split("|")[1]
