@@ -136,7 +136,7 @@ def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5, variants
     prof = next((p for p in ("nsys", "torch") if ((k.profiler == p) & (k["rank"] <= top)).any()), None)
     sub = k[(k.profiler == prof) & (k["rank"] <= top)].assign(kernel=lambda d: d.name.str.slice(0, 70))
     n = k[k.profiler == "ncu"]
-    shown = lambda df: table(df.map(lambda v: num(v) if isinstance(v, float) else v))
+    shown = lambda df: table(df.map(lambda v: "" if pd.isna(v) else num(v) if isinstance(v, float) else v))  # no ncu: blank
     if merged and len(n) and prof == "nsys":
         ncu = n.assign(key=n.share.round(2))[["variant", "name", "key", "sm_pct", "tensor_pct", "memory_pct",
                                              "achieved_occupancy", "theoretical_occupancy", "bound"]]

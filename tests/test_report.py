@@ -537,3 +537,17 @@ def test_chains_shown_together_share_one_table_with_a_column_naming_each():
     rows = [line.split("|")[1:3] for line in text.splitlines()[2:]]
     assert text.startswith("| chain | stage |") and [c.strip() for c, _ in rows] == ["sync", "sync", "scaler", "scaler"]
     assert "chain" not in sections.chain_section(summary, ratios, variants, cells, "resnet50", "sync").split("|")[1]
+
+
+def test_a_timeline_kernel_ncu_did_not_measure_shows_blank_cells_not_nan():
+    """The merged kernels table: ncu's columns beside the nsys kernels it measured, blank beside the others."""
+    from analysis import sections
+    row = {"workload": "lstm", "profiler": "nsys", "rep": 0, "ms_per_step": 1.0, "calls_per_step": 1}
+    kernels = pd.DataFrame([{**row, "variant": "optimized", "rank": 1, "name": "gemm_a", "share": 40.0, "mean_us": 9.5},
+                            {**row, "variant": "optimized", "rank": 2, "name": "elementwise", "share": 20.0, "mean_us": 2.0},
+                            {**row, "variant": "optimized", "profiler": "ncu", "rank": 1, "name": "gemm_a", "share": 40.0,
+                             "sm_pct": 80.0, "tensor_pct": 70.0, "memory_pct": 30.0, "achieved_occupancy": 12.0,
+                             "theoretical_occupancy": 12.5, "bound": "compute"}])
+    text = sections.kernels_section(kernels, "lstm", 3, ["optimized"], merged=True)
+    measured, other = (line for line in text.splitlines() if line.startswith("| optimized"))
+    assert "compute" in measured and "| nan" not in text and [c.strip() for c in other.split("|")[6:12]] == [""] * 6
