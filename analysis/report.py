@@ -272,7 +272,7 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
               for c, title in CHAINS.items()),
             *((f"Grid {g}: tokens or samples per second at each shape", sections.grid_section(summary, v, workload, g))
               for g in sorted(set(v[(v.workload == workload) & (v.kind == "grid")].chain))),
-            ("Where the time goes", sections.time_section(summary, workload, out, [*main, *names_of_article(v, workload)])),
+            ("Where the time goes", time_part(summary, workload, out, [*main, *names_of_article(v, workload)])),
             ("Kernels of the baseline and optimized", sections.kernels_section(tables["kernels"], workload, 3, ["baseline", "optimized"], merged=True))):
         if text:
             parts += [f"### {title}\n", text]
@@ -287,6 +287,16 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
         if text:
             appendix += [f"### {title}\n", text]
     return parts, appendix if len(appendix) > 1 else []
+
+
+def time_part(summary, workload: str, out: Path, names: list[str]) -> str:
+    """Where the time goes for `names`, less the variants whose training failed in a timing run: a
+    broken cell's timeline is no evidence of where a working one spends its time."""
+    t = summary[(summary.workload == workload) & (summary.profiler == "timing")]
+    broken = set(t[t.status == "failed"].variant) | set(aggregate.unreliable(t).variant)
+    text = sections.time_section(summary, workload, out, [n for n in names if n not in broken])
+    left_out = [n for n in names if n in broken]
+    return text + (f"\nNot shown, its training failed in a timing run: {', '.join(left_out)}.\n" if text and left_out else "")
 
 
 def chain_heading(chains) -> str:

@@ -551,3 +551,19 @@ def test_a_timeline_kernel_ncu_did_not_measure_shows_blank_cells_not_nan():
     text = sections.kernels_section(kernels, "lstm", 3, ["optimized"], merged=True)
     measured, other = (line for line in text.splitlines() if line.startswith("| optimized"))
     assert "compute" in measured and "| nan" not in text and [c.strip() for c in other.split("|")[6:12]] == [""] * 6
+
+
+def test_where_the_time_goes_leaves_out_a_variant_whose_training_failed_in_a_timing_run():
+    """transformer_lm's optimized fails in 2 of 3 timing runs: its nsys timeline is no evidence of
+    where a working step spends its time, so its row is left out and the report says so."""
+    from analysis import report
+    def row(variant, profiler, metric, value, **more):
+        return {"workload": "transformer_lm", "variant": variant, "profiler": profiler, "metric": metric, "status": "ok",
+                "median": value, "lo": value, "hi": value, "n": 3, "failed": 0, "reason": None, **more}
+    rows = [row(v, "nsys", m, x) for v in ("baseline", "optimized")
+            for m, x in (("gpu_busy", 90.0), ("gpu_kernel_share", 88.0), ("profiled_step_time", 60.0), ("phase_input", 1.0))]
+    rows += [row("baseline", "timing", "throughput", 100.0),
+             row("optimized", "timing", "throughput", 400.0, n=1, failed=2, reason="loss went non-finite")]
+    text = report.time_part(pd.DataFrame(rows), "transformer_lm", None, ["baseline", "optimized"])
+    assert "| baseline | nsys |" in text and "| optimized |" not in text
+    assert text.rstrip().endswith("Not shown, its training failed in a timing run: optimized.")
