@@ -194,7 +194,13 @@ def parse(path: str | Path) -> dict:
              for p in PHASES]
     return {"metrics": [{"metric": m, "value": float(v), "unit": u} for m, v, u in rows],
             "kernels": top_kernels(k, steps), "gaps": gap_table(gaps),
-            "api_calls": api.head(10).to_dict("records")}
+            "api_calls": listed(api).to_dict("records")}
+
+
+def listed(api: pd.DataFrame, top: int = 10) -> pd.DataFrame:
+    """The calls a record keeps: the `top` by host time, and every call of the training thread that
+    waits for the GPU, however short (its sync calls per step add up from these)."""
+    return pd.concat([api.head(top), api.iloc[top:][api.iloc[top:].waits & (api.iloc[top:].thread == "training")]])
 
 
 class Nsys(WrappingObserver):

@@ -83,6 +83,9 @@ def test_host_time_in_cuda_calls_agrees_with_plain_sql(parsed):
     assert to_host > 0.5 * total  # the loss read dominates the baseline's host time in CUDA calls
     top = out["api_calls"][0]
     assert top["thread"] == "training" and top["waits"] and "Memcpy" in top["name"]
+    # the training thread's sync calls per step add up from the calls the record lists
+    listed = [c for c in out["api_calls"] if c["thread"] == "training" and nsys.SYNC_CALLS.search(c["name"])]
+    assert m["sync_calls_per_step"] == pytest.approx(sum(c["per_step"] for c in listed))
     # backward's kernels are launched from autograd's own thread, named as the capture names it
     assert any(c["thread"] == "pt_autograd_0" and "Launch" in c["name"] for c in out["api_calls"])
 
