@@ -173,11 +173,14 @@ def glossary(variants: pd.DataFrame) -> str:
     """Each fix and extra variant by the knobs it sets on the baseline."""
     def value(x):
         return int(x) if isinstance(x, float) and x.is_integer() else x
-    said = [f"`{v}`: " + ", ".join(f"{k}={value(x)}" for k, x in knobs)
-            for v, knobs in first.fix_knobs(variants).items() if knobs]
-    return ("The fixes and the variants measured beside them, by the knobs each sets on the baseline "
-            "(workloads/knobs.py says what each knob does): "
-            + "; ".join(said) + ".\n" if said else "")
+    fixes = first.fix_knobs(variants)
+    said = [f"`{v}`: " + ", ".join(f"{k}={value(x)}" for k, x in knobs) for v, knobs in fixes.items() if knobs]
+    base = variants[variants.variant == "baseline"]
+    moved = list(dict.fromkeys(k for knobs in fixes.values() for k, _ in knobs))  # the knobs a fix sets
+    start = ("The baseline, the articles' naive start, at each workload's own batch size: "
+             + ", ".join(f"{k}={value(base.iloc[0][k])}" for k in moved) + ". " if len(base) and moved else "")
+    return (start + "The fixes and the variants measured beside them, by the knobs each sets on the baseline "
+            "(workloads/knobs.py says what each knob does): " + "; ".join(said) + ".\n" if said else "")
 
 
 def tally_line(verdicts: pd.Series) -> str:

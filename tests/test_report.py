@@ -470,6 +470,7 @@ def test_the_summary_names_each_fix_by_the_knobs_it_sets_and_tallies_the_verdict
                        "sync_every": s} for i, (n, k, w, s) in enumerate(
                           [("baseline", "baseline", 0.0, 1.0), ("workers", "fix", 8.0, 1.0), ("lazy-sync", "fix", 0.0, 10.0)])])
     assert "`workers`: num_workers=8; `lazy-sync`: sync_every=10." in report.glossary(v)
+    assert "naive start, at each workload's own batch size: num_workers=0, sync_every=1. " in report.glossary(v)
     said = pd.Series(["holds", "holds in direction, larger than documented", "holds (direction only; no size documented)",
                       "too few runs", "holds"])
     assert report.tally_line(said) == ("Verdicts of the 5 tests: holds: 2; holds in direction (no size documented): 1; "
