@@ -66,8 +66,12 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
     if not rows:
         return "(no variant ran)\n"
     df = pd.DataFrame(rows)
+    if df["energy vs baseline (paired)"].isin(["", "unpaired"]).all():
+        df = df.drop(columns="energy vs baseline (paired)")  # no set of runs metered both cells of any pair
     return table(df[[c for c in df.columns if (df[c] != "").any() or c in ("variant", "loss vs baseline (%)")]]) + (
-        f"\nloss vs baseline: the mean training loss over the last {aggregate.LOSS_STEPS} steps a run shares with "
+        "\nThe columns but the paired ones: median [min, max] over every run of the cell, whichever set of runs "
+        "(the summary's throughput is over the runs of the set its speedup pairs, so the two can differ a little). "
+        f"loss vs baseline: the mean training loss over the last {aggregate.LOSS_STEPS} steps a run shares with "
         f"the baseline's run of its repetition and set of runs, against the baseline's (%): the check that a fix still trains; "
         f"**check** where it sits over {aggregate.LOSS_TOLERANCE:g} % above.\n")
 

@@ -134,7 +134,7 @@ def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5, variants
     k = kernels[(kernels.workload == workload) & (kernels.variant.isin(variants) if variants else True)]
     k = k.sort_values("rep", kind="stable").drop_duplicates(["variant", "profiler", "rank"])  # a cell's first run
     prof = next((p for p in ("nsys", "torch") if ((k.profiler == p) & (k["rank"] <= top)).any()), None)
-    sub = k[(k.profiler == prof) & (k["rank"] <= top)].assign(kernel=lambda d: d.name.str.slice(0, 70))
+    sub = k[(k.profiler == prof) & (k["rank"] <= top)].assign(kernel=lambda d: told_apart(d.name.str.slice(0, 70), d.variant))
     n = k[k.profiler == "ncu"]
     shown = lambda df: table(df.map(lambda v: "" if pd.isna(v) else num(v) if isinstance(v, float) else v))  # no ncu: blank
     if merged and len(n) and prof == "nsys":
@@ -155,6 +155,13 @@ def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5, variants
         parts.append("Nsight Compute on the top kernels (one measured step; % of peak; occupancy in % of the "
                      f"maximum warps; {NCU_NOTE}):\n\n" + shown(n))
     return "\n".join(parts)
+
+
+def told_apart(names: pd.Series, variants: pd.Series) -> pd.Series:
+    """Kernel names as shown, a second kernel of one variant under the same shown name numbered
+    (cuDNN's `Kernel2` templates differ only in their mangled names)."""
+    nth = names.groupby([variants, names]).cumcount()
+    return names.where(nth == 0, names + " (" + (nth + 1).astype(str) + ")")
 
 
 def over_optimized(summary, ratios, workload: str, names: list[str], extra) -> list[dict]:

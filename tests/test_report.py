@@ -568,3 +568,30 @@ def test_where_the_time_goes_leaves_out_a_variant_whose_training_failed_in_a_tim
     text = report.time_part(pd.DataFrame(rows), "transformer_lm", None, ["baseline", "optimized"])
     assert "| baseline | nsys |" in text and "| optimized |" not in text
     assert text.rstrip().endswith("Not shown, its training failed in a timing run: optimized.")
+
+
+def test_the_variant_table_drops_an_energy_ratio_column_no_pair_fills_and_keeps_one_that_has_a_pair():
+    """Where no set of runs metered both cells of any pair the column would read 'unpaired' in every
+    row: it goes; one paired energy ratio keeps it."""
+    from analysis import report
+    summary = pd.DataFrame([{"workload": "resnet50", "variant": v, "profiler": "timing", "metric": m, "unit": u,
+                             "status": "ok", "median": x, "lo": x, "hi": x, "n": 3, "failed": 0, "reason": None}
+                            for v, x in (("baseline", 100.0), ("amp", 150.0))
+                            for m, u in (("throughput", "samples/s"), ("energy_per_sample", "J"))])
+    ratio = {"workload": "resnet50", "before": "baseline", "after": "amp", "profiler": "timing", "median": 1.5,
+             "lo": 1.4, "hi": 1.6, "n": 3, "status": "gain", "run_set": "GPU-a|abc|2026-12-06", "why": ""}
+    unpaired = {**ratio, "metric": "energy_per_sample", "median": float("nan"), "lo": float("nan"), "hi": float("nan"),
+                "n": 0, "status": "unpaired"}
+    ratios = pd.DataFrame([{**ratio, "metric": "throughput"}, unpaired])
+    assert "energy vs baseline" not in report.variants_table(summary, ratios, "resnet50", ["baseline", "amp"])
+    paired = {**ratio, "metric": "energy_per_sample", "median": 0.7, "lo": 0.68, "hi": 0.72}
+    text = report.variants_table(summary, pd.DataFrame([{**ratio, "metric": "throughput"}, paired]), "resnet50",
+                                 ["baseline", "amp"])
+    assert "energy vs baseline (paired)" in text and "0.7x [0.68, 0.72]" in text
+
+
+def test_two_kernels_of_one_variant_under_one_shown_name_are_numbered():
+    from analysis import sections
+    names = pd.Series(["Kernel2", "Kernel2", "gemm", "Kernel2"])
+    variants = pd.Series(["baseline", "baseline", "baseline", "optimized"])
+    assert sections.told_apart(names, variants).tolist() == ["Kernel2", "Kernel2 (2)", "gemm", "Kernel2"]
