@@ -189,7 +189,10 @@ def glossary(variants: pd.DataFrame) -> str:
 
 def tally_line(verdicts: pd.Series) -> str:
     t = first.tally(verdicts)
-    return f"Verdicts of the {len(verdicts)} tests: " + "; ".join(f"{k}: {n}" for k, n in t.items()) + ".\n" if t else ""
+    return (f"Verdicts of the {len(verdicts)} tests: " + "; ".join(f"{k}: {n}" for k, n in t.items()) + ". A verdict "
+            f"compares gains, not ratios: the measured ratio less one (its 95 % interval) against the documented ratio "
+            f"less one; **holds** where the interval reaches the documented gain within a factor of "
+            f"{claims.SIZE_FACTOR:g} either way (the full rule: [Documented claims](#documented-claims)).\n" if t else "")
 
 
 def terms(variants: pd.DataFrame) -> str:
