@@ -280,7 +280,7 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
             ("Stage by stage: one fix after another", sections.stages_section(summary, tables["ratios"], tables["cells"], chain, workload, out)),
             *((f"{chain_heading(c)}: {title}", sections.chain_section(summary, tables["ratios"], v, tables["cells"], workload, c))
               for c, title in CHAINS.items()),
-            *((f"Grid {g}: tokens or samples per second at each shape", sections.grid_section(summary, v, workload, g))
+            *((f"Grid {g}: the throughput at each point", sections.grid_section(summary, v, workload, g))
               for g in sorted(set(v[(v.workload == workload) & (v.kind == "grid")].chain))),
             ("Where the time goes", time_part(summary, workload, out, [*main, *names_of_article(v, workload)])),
             ("Kernels of the baseline and optimized", sections.kernels_section(tables["kernels"], workload, 3, ["baseline", "optimized"], merged=True))):

@@ -502,4 +502,6 @@ def grid_section(summary, variants: pd.DataFrame, workload: str, grid: str) -> s
         shown = df.reset_index().rename(columns={down: f"{down} \\ {across}"})
         shown.columns = [str(c) for c in shown.columns]
         parts.append(f"{label}:\n\n" + table(shown))
-    return "\n".join(parts)
+    return "\n".join(parts) + ("\nEach point is a variant of its own, the grid's knobs set on its base variant; the median "
+                                "over every run of the point, whichever set of runs (a claim's ratio pairs one set's runs, "
+                                "so it can differ from the ratio of two medians here).\n" if parts else "")
