@@ -398,7 +398,8 @@ def render(out_dir: str | Path) -> Path:
         main, more = workload_part(summary, tables, workload, out)
         parts, extra = parts + main, extra + more
     parts += ["## Documented claims\n", claims_section(claim_rows),
-              "## Environment\n", environment(envs, differing=True),
+              "## Environment\n", "A set of runs is one GPU (gpu_uuid), commit and day; it shows as two columns where its "
+              "records differ in another field (a tool installed while it ran).\n", environment(envs, differing=True),
               f"Levers past the articles, ceilings, every profiled kernel, host CUDA calls, MFU, profiler cost, what the matrix took and the cells "
               f"that did not run: [{APPENDIX}]({APPENDIX}).\n"]
     (out / APPENDIX).write_text("\n".join(appendix_parts(summary, tables, envs, extra, out)))
