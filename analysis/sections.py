@@ -77,6 +77,9 @@ def stages_section(summary, ratios, cells, chain, workload, out: Path) -> str:
     return table(shown) + (f"\n![{workload} stage by stage](figures/{fig.name})\n" if fig else "")
 
 
+BUSY, WAITS = 80, 30  # %: a GPU this busy while the host waits this long for input: the wait is a copy behind the GPU
+
+
 def time_section(summary, workload, out: Path | None, names: list[str] | None = None) -> str:
     """Where the time goes, for the profiled variants among `names` (all where None), with the
     time-per-step figures where `out` is given."""
@@ -92,11 +95,16 @@ def time_section(summary, workload, out: Path | None, names: list[str] | None = 
                     "idle": "idle (%)", "input wait": "host waits for input (%)"})
     shown = shown.map(lambda v: "" if v is None or (isinstance(v, float) and pd.isna(v)) else
                       (num(v) if isinstance(v, float) else v))
+    behind = df[(df.busy >= BUSY) & (df["input wait"] >= WAITS)].variant.tolist()
+    text = table(shown) + (f"\nIn {', '.join(behind)} the GPU is busy {BUSY:g} % of the window or more while the host "
+                           f"waits for input {WAITS:g} % or more: the host runs ahead, and its blocking copy of the next "
+                           "batch waits behind the GPU's queued work, so that wait is GPU time, not the loader's (the "
+                           "variant table's copy column, and the loader alone, tell the two apart).\n" if behind else "")
     if out is None:
-        return table(shown)
+        return text
     figs = {p: figures.time_per_step(only(phases(summary, workload, p)), workload, p, out / "figures" / f"time-{workload}-{p}.png")
             for p in ("nsys", "torch")}
-    return table(shown) + "".join(f"\n![{workload} time per step ({p})]({f.parent.name}/{f.name})\n"
+    return text + "".join(f"\n![{workload} time per step ({p})]({f.parent.name}/{f.name})\n"
                                   for p, f in figs.items() if f) + (TIME_NOTE if any(figs.values()) else "")
 
 

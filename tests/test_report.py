@@ -596,3 +596,16 @@ def test_two_kernels_of_one_variant_under_one_shown_name_are_numbered():
     names = pd.Series(["Kernel2", "Kernel2", "gemm", "Kernel2"])
     variants = pd.Series(["baseline", "baseline", "baseline", "optimized"])
     assert sections.told_apart(names, variants).tolist() == ["Kernel2", "Kernel2 (2)", "gemm", "Kernel2"]
+
+
+@pytest.mark.parametrize("busy,noted", [(91.8, True), (27.5, False)])
+def test_a_busy_gpu_while_the_host_waits_for_input_is_read_as_a_copy_behind_the_gpu(busy, noted):
+    """article 002's chain on the H100: GPU busy 92 % while the host waits for input 79 %: the wait is
+    the blocking copy queued behind the GPU's work; a baseline waiting as long with the GPU idle is not."""
+    from analysis import sections
+    rows = [{"workload": "resnet50", "variant": "a002-upto-compile", "profiler": "nsys", "metric": m, "status": "ok",
+             "median": x, "lo": x, "hi": x, "n": 3}
+            for m, x in (("gpu_busy", busy), ("gpu_kernel_share", busy - 5), ("profiled_step_time", 100.0),
+                         ("phase_input", 79.0))]
+    text = sections.time_section(pd.DataFrame(rows), "resnet50", None)
+    assert ("In a002-upto-compile the GPU is busy 80 %" in text) == noted
