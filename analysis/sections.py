@@ -110,7 +110,8 @@ def time_section(summary, workload, out: Path | None, names: list[str] | None = 
 
 TIME_NOTE = ("\nThe bars are the training thread's time in each phase (its NVTX ranges), not the GPU's: the host "
              "runs ahead of the GPU and a phase is long where the host blocks, on the loader (input), on the "
-             "GPU's unfinished work (sync, or any phase that reads a result); the table's GPU busy and idle "
+             "GPU's unfinished work (sync, or any phase that reads a result: under AMP fp16 the GradScaler reads its "
+             "overflow flag in the optimizer phase, so that phase holds the wait); the table's GPU busy and idle "
              "shares say what the GPU did. Each profiler's run is its own: its step differs from the timing run's by "
              "the tool's cost and, where the loop waits on its loader, by the loader's pace from run to run (the "
              "appendix's profiler cost), so the totals differ.\n")
