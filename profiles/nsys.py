@@ -200,7 +200,8 @@ def parse(path: str | Path) -> dict:
 def listed(api: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     """The calls a record keeps: the `top` by host time, and every call of the training thread that
     waits for the GPU, however short (its sync calls per step add up from these)."""
-    return pd.concat([api.head(top), api.iloc[top:][api.iloc[top:].waits & (api.iloc[top:].thread == "training")]])
+    rest = api.iloc[top:]
+    return pd.concat([api.head(top), rest[rest.waits & (rest.thread == "training")]])
 
 
 class Nsys(WrappingObserver):
