@@ -68,12 +68,15 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
     df = pd.DataFrame(rows)
     if df["energy vs baseline (paired)"].isin(["", "unpaired"]).all():
         df = df.drop(columns="energy vs baseline (paired)")  # no set of runs metered both cells of any pair
-    return table(df[[c for c in df.columns if (df[c] != "").any() or c in ("variant", "loss vs baseline (%)")]]) + (
-        "\nThe columns but the paired ones: median [min, max] over every run of the cell, whichever set of runs "
-        "(the summary's throughput is over the runs of the set its speedup pairs, so the two can differ a little). "
-        f"loss vs baseline: the mean training loss over the last {aggregate.LOSS_STEPS} steps a run shares with "
-        f"the baseline's run of its repetition and set of runs, against the baseline's (%): the check that a fix still trains; "
-        f"**check** where it sits over {aggregate.LOSS_TOLERANCE:g} % above.\n")
+    return table(df[[c for c in df.columns if (df[c] != "").any() or c in ("variant", "loss vs baseline (%)")]])
+
+
+VARIANTS_NOTE = (
+    "**Every fix against the baseline**: the columns but the paired ones are the median [min, max] over every run of "
+    "the cell, whichever set of runs (the summary's throughput is over the runs of the set its speedup pairs, so the "
+    f"two can differ a little); loss vs baseline is the mean training loss over the last {aggregate.LOSS_STEPS} steps a "
+    "run shares with the baseline's run of its repetition and set of runs, against the baseline's (%): the check "
+    f"that a fix still trains, **check** where it sits over {aggregate.LOSS_TOLERANCE:g} % above.\n")
 
 
 def environment(envs: list[dict], differing: bool = False) -> str:
@@ -393,6 +396,7 @@ def render(out_dir: str | Path) -> Path:
     diag = diagnosis.diagnose(summary, tables["kernels"], tables["ratios"])
     parts += ["## Diagnosis: each baseline's bottleneck, the fix it calls for, and what that fix measured\n",
               diagnosis.RULES, table(diag)]
+    parts += ["## Reading a workload's part\n", VARIANTS_NOTE, sections.TIME_NOTE, sections.KERNELS_NOTE]
     extra = []
     for workload in first.workload_order(summary.workload.unique()):
         main, more = workload_part(summary, tables, workload, out)

@@ -105,11 +105,11 @@ def time_section(summary, workload, out: Path | None, names: list[str] | None = 
     figs = {p: figures.time_per_step(only(phases(summary, workload, p)), workload, p, out / "figures" / f"time-{workload}-{p}.png")
             for p in ("nsys", "torch")}
     return text + "".join(f"\n![{workload} time per step ({p})]({f.parent.name}/{f.name})\n"
-                                  for p, f in figs.items() if f) + (TIME_NOTE if any(figs.values()) else "")
+                                  for p, f in figs.items() if f)
 
 
-TIME_NOTE = ("\nThe bars are the training thread's time in each phase (its NVTX ranges), not the GPU's: the host "
-             "runs ahead of the GPU and a phase is long where the host blocks, on the loader (input), on the "
+TIME_NOTE = ("**Where the time goes**: the bars are the training thread's time in each phase (its NVTX ranges), "
+             "not the GPU's: the host runs ahead of the GPU and a phase is long where the host blocks, on the loader (input), on the "
              "GPU's unfinished work (sync, or any phase that reads a result: under AMP fp16 the GradScaler reads its "
              "overflow flag in the optimizer phase, so that phase holds the wait); the table's GPU busy and idle "
              "shares say what the GPU did. Each profiler's run is its own: its step differs from the timing run's by "
@@ -134,6 +134,9 @@ def host_calls_section(calls: pd.DataFrame, workload: str, top: int = 5) -> str:
 
 NCU_NOTE = ("sm_pct is ncu's SM throughput, the busiest of the SM's units, so on a matrix product whose busiest "
             "unit is the tensor pipe it equals tensor_pct")
+KERNELS_NOTE = ("**Kernels of the baseline and optimized**: the top kernels of each by nsys (share: % of all kernel "
+                "time; mean duration) with Nsight Compute's measurements of each (one step; % of peak; occupancy in % "
+                f"of the maximum warps; {NCU_NOTE}), blank where ncu did not measure the kernel.\n")
 
 
 def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5, variants=None, merged: bool = False) -> str:
@@ -151,10 +154,8 @@ def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5, variants
                                              "achieved_occupancy", "theoretical_occupancy", "bound"]]
         timeline = sub[["variant", "rank", "kernel", "name", "share", "mean_us"]]
         both = timeline.assign(key=timeline.share.round(2)).merge(ncu, on=["variant", "name", "key"], how="left")
-        return (f"Top {top} kernels per profiled variant (nsys: share of all kernel time, %; mean duration) with "
-                f"Nsight Compute's measurements of each (one step; % of peak; occupancy in % of the maximum warps; "
-                f"{NCU_NOTE}):\n\n" + shown(both[["variant", "rank", "kernel", "share", "mean_us", "sm_pct", "tensor_pct",
-                                               "memory_pct", "achieved_occupancy", "theoretical_occupancy", "bound"]]))
+        return shown(both[["variant", "rank", "kernel", "share", "mean_us", "sm_pct", "tensor_pct", "memory_pct",
+                           "achieved_occupancy", "theoretical_occupancy", "bound"]])
     parts = [] if prof is None else [f"Top {top} kernels per profiled variant ({prof}, its first run; share: % of all kernel time):\n\n"
                                      + shown(sub[["variant", "rank", "kernel", "share", "ms_per_step", "calls_per_step", "mean_us"]])]
     if len(n):
