@@ -243,7 +243,20 @@ def caveats_text(summary, tables) -> str:
                      f"(NVML's clock-event reasons) in at least {first.THROTTLED} % of their samples (median over runs): "
                      + ", ".join(f"{name} ({num(share)} %)" for name, share in held) + (f" and {more} more" if more > 0 else "")
                      + "; their throughput is what this GPU gives under those limits.")
+    lines += wide_line(first.wide_ratios(summary, tables["ratios"]))
     return "\n".join(lines) + "\n"
+
+
+def wide_line(w: dict) -> list[str]:
+    """The caveat on paired ratios whose interval is wide, and what the records say of why."""
+    n = len(w["host"]) + len(w["other"])
+    if not n:
+        return []
+    other = f" The others, worth a look: {', '.join(w['other'])}." if w["other"] else ""
+    return [f"- {n} of the {w['paired']} paired throughput ratios have a 95 % interval wider than {first.WIDE:g} % of "
+            f"their median; in {len(w['host'])} of them the host sets the pace of a cell (its loop waits for input "
+            f"{first.INPUT_SHARE:g} % of the time or more, or its GPU idles {first.IDLE_SHARE:g} % or more by NVML), "
+            "and the host's pace varies from run to run more than the GPU's." + other]
 
 
 def summary_section(summary, tables, claim_rows) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.aggregate import unreliable
+from analysis.diagnosis import IDLE_SHARE, INPUT_SHARE
 from analysis.tables import ratio_row, row
 
 # The articles' case first, then the other reference workloads; any other workload after them.
@@ -122,6 +123,21 @@ def caveats(summary: pd.DataFrame, cells: pd.DataFrame) -> dict:
 
 
 THROTTLED = 50  # % of a run's power samples with a power or thermal clock-event reason: a caveat
+WIDE = 5.0  # % of its median: a paired throughput ratio's 95 % interval wider than this is a caveat
+
+
+def wide_ratios(summary: pd.DataFrame, ratios: pd.DataFrame) -> dict:
+    """The paired throughput ratios (3 pairs or more) whose interval is wider than WIDE % of their
+    median, split by whether the host sets the pace of either cell (its loop waits for input
+    INPUT_SHARE % of the window or more, or NVML finds the GPU idle IDLE_SHARE % or more) or not."""
+    r = ratios[(ratios.metric == "throughput") & (ratios.n >= 3) & ratios["median"].notna()]
+    wide = r[(r.hi - r.lo) / r["median"] * 100 > WIDE]
+    t = summary[summary.profiler == "timing"].pivot_table(index=["workload", "variant"], columns="metric", values="median")
+    none = pd.Series(float("nan"), index=t.index)
+    host = t[(t.get("input_wait_share", none) >= INPUT_SHARE) | (t.get("gpu_util", none) <= 100 - IDLE_SHARE)].index
+    paced = wide.apply(lambda x: (x.workload, x.before) in host or (x.workload, x.after) in host, axis=1).astype(bool)
+    name = lambda d: [f"{x.workload}: {x.before} -> {x.after}" for x in d.itertuples()]  # noqa: E731
+    return {"paired": len(r), "host": name(wide[paced]), "other": name(wide[~paced])}
 
 
 def fix_knobs(variants: pd.DataFrame) -> dict[str, list[tuple[str, object]]]:

@@ -608,3 +608,23 @@ def test_a_busy_gpu_while_the_host_waits_for_input_is_read_as_a_copy_behind_the_
                          ("phase_input", 79.0))]
     text = sections.time_section(pd.DataFrame(rows), "resnet50", None)
     assert ("In a002-upto-compile the GPU is busy 80 %" in text) == noted
+
+
+def test_a_wide_ratio_is_told_where_the_host_sets_a_cells_pace_and_named_where_it_does_not():
+    """A paired throughput ratio whose interval is wider than 5 % of its median: explained where a cell
+    waits on its loader (or its GPU idles), named as worth a look where the GPU is busy; a narrow one
+    is neither."""
+    from analysis import summary as first
+    def cell(variant, wait, util):
+        return [{"workload": "resnet50", "variant": variant, "profiler": "timing", "metric": m, "median": x}
+                for m, x in (("input_wait_share", wait), ("gpu_util", util))]
+    summary = pd.DataFrame(cell("baseline", 78.0, 22.0) + cell("optimized", 2.0, 86.0) + cell("optimized-no-x", 2.0, 87.0))
+    def ratio(before, after, lo, hi):
+        return {"workload": "resnet50", "before": before, "after": after, "metric": "throughput", "n": 3,
+                "median": 1.0, "lo": lo, "hi": hi}
+    ratios = pd.DataFrame([ratio("baseline", "optimized", 0.9, 1.1), ratio("optimized", "optimized-no-x", 0.95, 1.01),
+                           ratio("optimized", "optimized+y", 0.99, 1.01)])
+    w = first.wide_ratios(summary, ratios)
+    assert w == {"paired": 3, "host": ["resnet50: baseline -> optimized"], "other": ["resnet50: optimized -> optimized-no-x"]}
+    assert first.wide_ratios(summary.iloc[:0], ratios)["other"] == ["resnet50: baseline -> optimized",
+                                                                     "resnet50: optimized -> optimized-no-x"]
