@@ -43,7 +43,7 @@ def headline_table(tables: dict[str, dict]) -> str:
     for w, v in sorted(keys, key=lambda k: order.index(k[0])):
         row = {"workload": w, "variant": v}
         for m, h in frames.items():
-            r = h[(h.workload == w) & (h.variant == v)]
+            r = h[(h.workload == w) & (h.variant == v)] if len(h) else h  # a machine without timing cells: blank
             row[m] = "" if r.empty else f"{fmt(*r.iloc[0][['median', 'lo', 'hi']])} {r.iloc[0].unit}" + (
                 "" if v == "baseline" else f", {ratio_text(r.iloc[0].speedup)}")
         rows.append(row)

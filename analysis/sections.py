@@ -150,10 +150,10 @@ def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5, variants
     n = k[k.profiler == "ncu"]
     shown = lambda df: table(df.map(lambda v: "" if pd.isna(v) else num(v) if isinstance(v, float) else v))  # no ncu: blank
     if merged and len(n) and prof == "nsys":
-        ncu = n.assign(key=n.share.round(2))[["variant", "name", "key", "sm_pct", "tensor_pct", "memory_pct",
-                                             "achieved_occupancy", "theoretical_occupancy", "bound"]]
-        timeline = sub[["variant", "rank", "kernel", "name", "share", "mean_us"]]
-        both = timeline.assign(key=timeline.share.round(2)).merge(ncu, on=["variant", "name", "key"], how="left")
+        ncu = n.drop_duplicates(["variant", "mangled"])[["variant", "mangled", "sm_pct", "tensor_pct", "memory_pct",
+                                                         "achieved_occupancy", "theoretical_occupancy", "bound"]]
+        timeline = sub[["variant", "rank", "kernel", "mangled", "share", "mean_us"]]
+        both = timeline.merge(ncu, on=["variant", "mangled"], how="left")  # the kernel ncu measured, from any run
         return shown(both[["variant", "rank", "kernel", "share", "mean_us", "sm_pct", "tensor_pct", "memory_pct",
                            "achieved_occupancy", "theoretical_occupancy", "bound"]])
     parts = [] if prof is None else [f"Top {top} kernels per profiled variant ({prof}, its first run; share: % of all kernel time):\n\n"

@@ -145,3 +145,14 @@ def test_the_loss_check_compares_each_run_with_the_baseline_of_its_own_set(tmp_p
     own = losses[(losses.rep == one.rep) & (losses.run_set == one.run_set)].set_index(["variant", "step"]).loss
     common = sorted(set(own["optimized"].index) & set(own["baseline"].index))[-aggregate.LOSS_STEPS:]
     assert one.value == pytest.approx(100 * (own["optimized"][common].mean() / own["baseline"][common].mean() - 1))
+
+
+def test_the_machines_page_takes_a_machine_whose_records_hold_only_step_alone_cells(tmp_path):
+    """An H100 set that ran only ResNet-50's optimized at the step alone (with and without the energy
+    meter): the page renders, that machine's column blank where it has no end-to-end throughput."""
+    from analysis import machines
+    aggregate.main(sorted((DATA.parent / "h200-timing").glob("*.json")), [], tmp_path / "h200")
+    aggregate.main(sorted((DATA.parent / "h100-step-only").glob("*.json")), [], tmp_path / "h100")
+    text = machines.render(tmp_path).read_text()
+    optimized = next(line for line in text.splitlines() if line.startswith("| resnet50 | optimized |"))
+    assert optimized.split("|")[3].strip() == "" and "samples/s" in optimized.split("|")[4]

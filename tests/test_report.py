@@ -541,13 +541,16 @@ def test_chains_shown_together_share_one_table_with_a_column_naming_each():
 
 
 def test_a_timeline_kernel_ncu_did_not_measure_shows_blank_cells_not_nan():
-    """The merged kernels table: ncu's columns beside the nsys kernels it measured, blank beside the others."""
+    """The merged kernels table: ncu's columns beside the nsys kernels it measured (found by mangled
+    name: ncu's share comes from another run), blank beside the others."""
     from analysis import sections
     row = {"workload": "lstm", "profiler": "nsys", "rep": 0, "ms_per_step": 1.0, "calls_per_step": 1}
-    kernels = pd.DataFrame([{**row, "variant": "optimized", "rank": 1, "name": "gemm_a", "share": 40.0, "mean_us": 9.5},
-                            {**row, "variant": "optimized", "rank": 2, "name": "elementwise", "share": 20.0, "mean_us": 2.0},
-                            {**row, "variant": "optimized", "profiler": "ncu", "rank": 1, "name": "gemm_a", "share": 40.0,
-                             "sm_pct": 80.0, "tensor_pct": 70.0, "memory_pct": 30.0, "achieved_occupancy": 12.0,
+    kernels = pd.DataFrame([{**row, "variant": "optimized", "rank": 1, "name": "gemm_a", "mangled": "_Z6gemm_a", "share": 40.0,
+                             "mean_us": 9.5},
+                            {**row, "variant": "optimized", "rank": 2, "name": "elementwise", "mangled": "_Z2ew", "share": 20.0,
+                             "mean_us": 2.0},
+                            {**row, "variant": "optimized", "profiler": "ncu", "rank": 1, "name": "gemm_a", "mangled": "_Z6gemm_a",
+                             "share": 41.3, "sm_pct": 80.0, "tensor_pct": 70.0, "memory_pct": 30.0, "achieved_occupancy": 12.0,
                              "theoretical_occupancy": 12.5, "bound": "compute"}])
     text = sections.kernels_section(kernels, "lstm", 3, ["optimized"], merged=True)
     measured, other = (line for line in text.splitlines() if line.startswith("| optimized"))
