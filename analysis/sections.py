@@ -499,19 +499,26 @@ def compile_floor(ran: pd.DataFrame) -> str:
 
 
 def grid_section(summary, variants: pd.DataFrame, workload: str, grid: str) -> str:
-    """The grid's throughput at each point; ncu's SM throughput and achieved occupancy where it ran."""
+    """The grid's throughput at each point, with ncu's SM throughput and achieved occupancy beside
+    it where ncu ran, in one table."""
     tokens = metric(summary, workload, "optimized", "token_throughput") is not None
-    parts = []
-    for name, profiler, label in (("token_throughput" if tokens else "throughput", "timing", "tokens/s" if tokens else "samples/s"),
-                                  ("sm_throughput", "ncu", "ncu: SM throughput (% of peak)"),
-                                  ("achieved_occupancy", "ncu", "ncu: achieved occupancy (%)")):
-        df = grid_values(summary, variants, workload, grid, name, profiler)
-        if df.empty:
-            continue
-        down, across = df.index.name, df.columns.name
-        shown = df.reset_index().rename(columns={down: f"{down} \\ {across}"})
-        shown.columns = [str(c) for c in shown.columns]
-        parts.append(f"{label}:\n\n" + table(shown))
-    return "\n".join(parts) + ("\nEach point is a variant of its own, the grid's knobs set on its base variant; the median "
-                                "over every run of the point, whichever set of runs (a claim's ratio pairs one set's runs, "
-                                "so it can differ from the ratio of two medians here).\n" if parts else "")
+    rate = grid_values(summary, variants, workload, grid, "token_throughput" if tokens else "throughput", "timing")
+    if rate.empty:
+        return ""
+    def ncu(name):  # blank at every point ncu did not measure
+        g = grid_values(summary, variants, workload, grid, name, "ncu")
+        return rate * float("nan") if g.empty else g.reindex_like(rate)
+    sm, occ = ncu("sm_throughput"), ncu("achieved_occupancy")
+    shown = rate.map(lambda v: "" if pd.isna(v) else num(v)).astype(object)
+    for i in rate.index:
+        for j in rate.columns:
+            if not pd.isna(sm.at[i, j]):
+                shown.at[i, j] += f" (SM {num(sm.at[i, j])} %, occupancy {num(occ.at[i, j])} %)"
+    down, across = rate.index.name, rate.columns.name
+    shown = shown.reset_index().rename(columns={down: f"{down} \\ {across}"})
+    shown.columns = [str(c) for c in shown.columns]
+    return (f"{'tokens/s' if tokens else 'samples/s'} at each point; in brackets, where Nsight Compute ran, its SM "
+            "throughput (% of peak) and achieved occupancy, weighted by the time of the kernels it profiled:\n\n" + table(shown)
+            + "\nEach point is a variant of its own, the grid's knobs set on its base variant; the median over every "
+            "run of the point, whichever set of runs (a claim's ratio pairs one set's runs, so it can differ from the "
+            "ratio of two medians here).\n")

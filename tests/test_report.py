@@ -631,3 +631,24 @@ def test_a_wide_ratio_is_told_where_the_host_sets_a_cells_pace_and_named_where_i
     assert w == {"paired": 3, "host": ["resnet50: baseline -> optimized"], "other": ["resnet50: optimized -> optimized-no-x"]}
     assert first.wide_ratios(summary.iloc[:0], ratios)["other"] == ["resnet50: baseline -> optimized",
                                                                      "resnet50: optimized -> optimized-no-x"]
+
+
+def test_the_shape_grid_is_one_table_with_ncu_beside_the_points_it_measured():
+    """Each point's tokens/s, and where ncu ran on it its SM throughput and occupancy in brackets;
+    the other points plain."""
+    from analysis import sections
+    points = [(b, s) for b in (32, 512) for s in (32, 128)]
+    variants = pd.DataFrame([{"workload": "lstm", "variant": f"lstm-shape-batch_size{b}-seq_len{s}", "kind": "grid",
+                              "about": f"batch_size={b} seq_len={s}", "chain": "lstm-shape"} for b, s in points])
+    def row(variant, profiler, metric, value):
+        return {"workload": "lstm", "variant": variant, "profiler": profiler, "metric": metric, "status": "ok",
+                "median": value, "lo": value, "hi": value, "n": 3}
+    rows = [row("optimized", "timing", "token_throughput", 1e6)]
+    rows += [row(f"lstm-shape-batch_size{b}-seq_len{s}", "timing", "token_throughput", 1000.0 * b * s) for b, s in points]
+    rows += [row("lstm-shape-batch_size32-seq_len128", "ncu", "sm_throughput", 6.5),
+             row("lstm-shape-batch_size32-seq_len128", "ncu", "achieved_occupancy", 14.0)]
+    text = sections.grid_section(pd.DataFrame(rows), variants, "lstm", "lstm-shape")
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert lines[0] == "| batch_size \\ seq_len | 32 | 128 |" and len(lines) == 4
+    assert lines[2] == "| 32 | 1,024,000 | 4,096,000 (SM 6.5 %, occupancy 14 %) |"
+    assert "(SM" not in lines[3]
