@@ -97,7 +97,8 @@ def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None
         if m["status"] != "value":
             return undecided(m)
         band = within or [effect / SIZE_FACTOR, effect * SIZE_FACTOR]
-        return "holds" if m["lo"] <= band[1] and m["hi"] >= band[0] else "does not hold (outside the documented range)"
+        said = "the documented range" if within else f"a factor of {SIZE_FACTOR:g} of the documented value"
+        return "holds" if m["lo"] <= band[1] and m["hi"] >= band[0] else f"does not hold (outside {said})"
     if m["status"] not in ("gain", "loss", "not established"):
         return undecided(m)
     neutral = 0.0 if kind == "difference" else 1.0

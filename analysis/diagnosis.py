@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.tables import ratio_row, ratio_text, row, spread
+from analysis.tables import CI, ratio_row, ratio_text, row, spread
 
 INPUT_SHARE = 30.0
 IDLE_SHARE = 20.0
@@ -53,7 +53,8 @@ def kernel_class(kernels: pd.DataFrame, workload: str) -> tuple[str, str] | None
     if k.empty or "bound" not in k:
         return None
     weight = k.groupby("bound")["share"].sum().sort_values(ascending=False)
-    return f"{weight.index[0]}-bound kernels", f"ncu: top kernels {weight.round(1).to_dict()} % of kernel time"
+    split = ", ".join(f"{bound} {share:.1f} %" for bound, share in weight.items())
+    return f"{weight.index[0]}-bound kernels", f"ncu's top kernels by bound class: {split} of all kernel time"
 
 
 def holding(summary: pd.DataFrame, workload: str, variant: str) -> str:
@@ -129,5 +130,5 @@ def diagnose(summary: pd.DataFrame, kernels: pd.DataFrame, ratios: pd.DataFrame)
             effect = ratio_text(r)
             verdict = "confirmed" if r["lo"] > CONFIRM else "not confirmed"
         rows.append({"workload": workload, "baseline bottleneck": label, "evidence": evidence,
-                     "prescribed": fix or "", "measured speedup (paired, 95 % CI)": effect, "verdict": verdict})
+                     "prescribed": fix or "", f"measured speedup (paired, {CI})": effect, "verdict": verdict})
     return pd.DataFrame(rows)

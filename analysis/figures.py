@@ -52,7 +52,7 @@ def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str],
     ax.set_xlim(left=min(0.8, rows.lo.fillna(rows["median"]).min() / 1.25))
     ticks = [t for t in (0.5, 1, 2, 5, 10, 20, 50, 100) if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
     ax.set_xticks(ticks, [f"{t:g}x" for t in ticks])
-    ranges = has.any() and (rows.n[has] <= 3).all()  # a bootstrap over 3 pairs spans their range
+    ranges = has.any() and (rows.n[has] <= 3).any()  # a bootstrap over 3 pairs spans their range
     whiskers = ("; whiskers: 95 % interval" + (", from 3 pairs their range" if ranges else "") if has.any()
                 else "; no interval: too few pairs")
     ax.set_title(f"{workload}: speedup over the baseline\n(median of paired ratios{whiskers})", fontsize=10)

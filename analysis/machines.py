@@ -10,7 +10,7 @@ import pandas as pd
 import yaml
 
 from analysis import report, summary as first
-from analysis.tables import fmt, num, ratio_text, table
+from analysis.tables import CI, fmt, num, ratio_text, table
 
 
 def folders(root: str | Path) -> list[Path]:
@@ -72,7 +72,7 @@ def claims_table(tables: dict[str, dict]) -> str:
     base = next(iter(per.values()))
     rows = base[["id", "hardware", "documented", "pair"]].copy()
     for m, c in per.items():
-        rows[m] = [f"{v}: {x}" if x else v for v, x in zip(c.verdict.str.split(":").str[0], c["measured here (95 % CI, n)"])]
+        rows[m] = [f"{v}: {x}" if x else v for v, x in zip(c.verdict.str.split(":").str[0], c[f"measured here ({CI}; n)"])]
     return table(rows.rename(columns={"hardware": "the source's GPU", "documented": "the source's figure"}))
 
 

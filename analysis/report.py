@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from analysis import aggregate, claims, diagnosis, figures, sections, summary as first
-from analysis.tables import digits, fmt, num, ratio_row, ratio_text, row, table
+from analysis.tables import CI, digits, fmt, num, ratio_row, ratio_text, row, table
 
 ANCHORS = Path(__file__).with_name("anchors.yaml")
 SOURCES = Path(__file__).with_name("sources.yaml")
@@ -51,7 +51,7 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
     unit = summary[(summary.workload == workload) & (summary.metric == tput)].unit
     note = sections.loss_notes(summary, workload)
     rows = [{"variant": v, f"throughput ({unit.iloc[0] if len(unit) else ''})": cell(summary, workload, v, tput),
-             "speedup (paired, 95 % CI)": "" if v == "baseline" else ratio_text(ratio_row(ratios, workload, "baseline", v)),
+             f"speedup (paired, {CI})": "" if v == "baseline" else ratio_text(ratio_row(ratios, workload, "baseline", v)),
              "step (ms)": cell(summary, workload, v, "step_time_mean"),
              "input wait (%)": cell(summary, workload, v, "input_wait_share"),
              "of which the copy (% of time)": cell(summary, workload, v, "copy_wait_share"),
@@ -99,9 +99,9 @@ def interval(v, lo, hi) -> str:
 
 def claims_rows(tables: dict) -> pd.DataFrame:
     c = claims.evaluate(tables["metrics"], tables["cells"])
-    c["measured here (95 % CI, n)"] = ["" if pd.isna(v) else f"{interval(v, lo, hi)} (n={int(n)})"
+    c[f"measured here ({CI}; n)"] = ["" if pd.isna(v) else f"{interval(v, lo, hi)} (n={int(n)})"
                                        for v, lo, hi, n in zip(c.value, c.lo, c.hi, c.n)]
-    c["measured here (95 % CI, n)"] += [f"; {b} {num(x)}" if isinstance(b, str) and not pd.isna(x) else ""
+    c[f"measured here ({CI}; n)"] += [f"; {b} {num(x)}" if isinstance(b, str) and not pd.isna(x) else ""
                                         for b, x in zip(c.beside, c.beside_value)]
     c["verdict"] = [f"{v}: {w}" if isinstance(w, str) and w else v for v, w in zip(c.verdict, c.why)]  # no verdict: why
     return c
@@ -110,7 +110,7 @@ def claims_rows(tables: dict) -> pd.DataFrame:
 def claims_section(c: pd.DataFrame) -> str:
     c = c.assign(id=[f'<a id="claim-{i}"></a>{i}' if i != p else i for i, p in zip(c.id, [None, *c.id[:-1]])])
     return claims.RULE + "\n" + table(c[["id", "source", "documented", "pair", "why this pair",
-                                            "measured here (95 % CI, n)", "verdict"]])
+                                            f"measured here ({CI}; n)", "verdict"]])
 
 
 def read(out: Path, name: str) -> pd.DataFrame:
@@ -146,6 +146,27 @@ def headline_table(summary, tables) -> str:
     elsewhere = [f"{w}: {a}" for w in dict.fromkeys(h.workload) if (a := anchors(w))]
     return table(pd.DataFrame(rows)) + ("\nPublished elsewhere (other GPUs and software, not paired with these runs): "
                                         + "; ".join(elsewhere) + ".\n" if elsewhere else "")
+
+
+def settings_text(summary) -> str:
+    """How each article's own scenario measured here compares with the article's, and why the two
+    settings differ (analysis/claims.yaml's `setting`)."""
+    lines = []
+    for a in first.article_settings(summary, claims.load()):
+        d, (before, after) = a["documented"], a["cells"]
+        said = f"Article {a['source']}'s {a['workload']} case ({a['hardware']}): {before} -> {after}"
+        there = f"{num(d['before'])} -> {num(d['after'])} {d['unit']}" if "before" in d else ""
+        here = "" if a["here"] is None else f"{num(a['here'][0])} -> {num(a['here'][1])} {a['unit']}"
+        if not here:
+            continue
+        same = a["unit"] == d.get("unit")
+        lines.append(f"- {said}: {there} there, {here} here"
+                     + (f" (the baseline at {num(a['here'][0] / d['before'])}x the article's, the end at "
+                        f"{num(a['here'][1] / d['after'])}x)" if same else "")
+                     + (f"; here {before} waits for input {num(a['wait'])} % of its time" if a["wait"] is not None else "")
+                     + f". The settings differ: {a['setting']}.")
+    return ("**The articles' own scenarios, there and here** (medians over runs; the claims below pair them):\n\n"
+            + "\n".join(lines) + "\n") if lines else ""
 
 
 def gains_table(summary, tables) -> str:
@@ -207,10 +228,13 @@ def terms(variants: pd.DataFrame) -> str:
                                               f"{' -> '.join(ladder)}" if len(ladder) else "") + ".\n")
 
 
-def measured(x: float, unit: str, reduction: bool) -> str:
-    """A claim's measured value as the digest says it: a reduction (before / after) as the way it went."""
-    if reduction and unit == "x":
+def measured(x: float, unit: str, pair: str) -> str:
+    """A claim's measured value as the digest says it: a reduction (before / after) as the way it
+    went, a difference (before - after) as what the fix saved or cost."""
+    if "(reduction;" in pair and unit == "x":
         return f"{num(x)}x down" if x >= 1 else f"{num(1 / x)}x up"
+    if "(difference;" in pair:
+        return f"{num(abs(x))} {unit} {'saved' if x >= 0 else 'lost'}"
     return f"{num(x)}{'' if unit == 'x' else ' '}{unit}"
 
 
@@ -219,7 +243,7 @@ def claims_digest(c: pd.DataFrame) -> str:
     value with its unit (one verdict said by several tests of a metric, once with their count)."""
     rows = []
     for cid, tests in c.groupby("id", sort=False):
-        said = [f"{m}: {v.split(':')[0]}" + (f" ({measured(x, u, '(reduction;' in p)}{'' if n >= 3 else f', n={int(n)}'})"
+        said = [f"{m}: {v.split(':')[0]}" + (f" ({measured(x, u, p)}{'' if n >= 3 else f', n={int(n)}'})"
                                              if not pd.isna(x) else "")
                 for m, v, x, u, n, p in zip(tests.metric, tests.verdict, tests.value, tests.unit, tests.n.fillna(0), tests.pair)]
         rows.append({"claim": f"[{cid}](#claim-{cid})", "documented": " / ".join(dict.fromkeys(tests.documented)),
@@ -229,7 +253,7 @@ def claims_digest(c: pd.DataFrame) -> str:
 
 
 def caveats_text(summary, tables) -> str:
-    c = first.caveats(summary, tables["cells"])
+    c = first.caveats(summary, tables["cells"], tables["study"])
     one, more = c["one_run"][:12], len(c["one_run"]) - 12
     lines = [f"- {len(c['failed'])} cell(s) failed in some or all runs and count in no speedup: " + ", ".join(c["failed"])
              if c["failed"] else "- No cell failed.",
@@ -237,6 +261,8 @@ def caveats_text(summary, tables) -> str:
              + (f" and {more} more" if more > 0 else "") if one else "- Every timing cell ran more than once.",
              f"- {c['run_sets']} set(s) of runs (GPU, commit, day; [appendix]({APPENDIX}#sets-of-runs): what each holds, "
              "the command that makes it); a ratio pairs runs of one set only."]
+    if c["unmeasured"]:
+        lines.append(f"- Not measured on this machine (no record): {', '.join(c['unmeasured'])}.")
     held, more = c["throttled"][:8], len(c["throttled"]) - 8
     if held:
         lines.append(f"- {len(c['throttled'])} timing cell(s) ran with the GPU held below its clocks by power or heat "
@@ -265,7 +291,7 @@ def summary_section(summary, tables, claim_rows) -> list[str]:
             "pairs, the baseline's over optimized's set; speedup: "
             "median of ratios paired within one set of runs [95 % bootstrap interval; from 3 pairs it is their range, "
             "which holds the true median 3 times in 4]); an article's chain repeats its own scenario:\n",
-            headline_table(summary, tables), optimized_line(tables["variants"]),
+            headline_table(summary, tables), settings_text(summary), optimized_line(tables["variants"]),
             "**The fixes that gained most**, by side (input: the loader and the copy; step: the GPU's work and the "
             "host's syncs), each on the first of these bases that gives it an interval: a step-side fix at the step "
             "alone (the ladder), else with the other fixes on (optimized against optimized without it), else alone "

@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis import aggregate, diagnosis, figures, targets
 from analysis.summary import throughput_metric
-from analysis.tables import fmt, num, ratio_row, ratio_text, row as metric, spread, table
+from analysis.tables import CI, fmt, num, ratio_row, ratio_text, row as metric, spread, table
 from analysis.views import breakdown, grid_values, mfu, phases, run_cost, stage_variants
 
 
@@ -98,8 +98,7 @@ def time_section(summary, workload, out: Path | None, names: list[str] | None = 
     behind = df[(df.busy >= BUSY) & (df["input wait"] >= WAITS)].variant.tolist()
     text = table(shown) + (f"\nIn {', '.join(behind)} the GPU is busy {BUSY:g} % of the window or more while the host "
                            f"waits for input {WAITS:g} % or more: the host runs ahead, and its blocking copy of the next "
-                           "batch waits behind the GPU's queued work, so that wait is GPU time, not the loader's (the "
-                           "variant table's copy column, and the loader alone, tell the two apart).\n" if behind else "")
+                           "batch waits behind the GPU's queued work, so that wait is GPU time, not the loader's.\n" if behind else "")
     if out is None:
         return text
     figs = {p: figures.time_per_step(only(phases(summary, workload, p)), workload, p, out / "figures" / f"time-{workload}-{p}.png")
@@ -186,7 +185,7 @@ def over_optimized(summary, ratios, workload: str, names: list[str], extra) -> l
         if r is None:
             continue
         rows.append({"variant": v, f"throughput ({r['unit']})": spread(r),
-                     "vs optimized (paired, 95 % CI)": "" if v == "optimized" else
+                     f"vs optimized (paired, {CI})": "" if v == "optimized" else
                      ratio_text(ratio_row(ratios, workload, "optimized", v)), **extra(v, r, ref)})
     return rows if len(rows) > (ref is not None) else []
 

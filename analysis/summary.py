@@ -56,6 +56,25 @@ def headline(summary: pd.DataFrame, ratios: pd.DataFrame, variants: pd.DataFrame
     return pd.DataFrame(rows)
 
 
+def article_settings(summary: pd.DataFrame, claims: list[dict]) -> list[dict]:
+    """Per claim that states how its article's setting differs from this suite's: the article's
+    scenario (its first throughput test's two cells) as documented and as measured here, and how
+    long this baseline waits for input."""
+    out = []
+    for c in claims:
+        test = next((t for t in c["tests"] if t["kind"] == "ratio" and t["metric"] == "throughput"), None)
+        if not c.get("setting") or test is None:
+            continue
+        m = throughput_metric(summary, test["workload"])
+        here = [row(summary, test["workload"], v, m) for v in (test["before"], test["after"])]
+        wait = row(summary, test["workload"], test["before"], "input_wait_share")
+        out.append({"claim": c["id"], "source": c["source"], "hardware": c["hardware"], "workload": test["workload"],
+                    "cells": (test["before"], test["after"]), "documented": c["documented"], "setting": c["setting"],
+                    "here": None if any(r is None for r in here) else [r["median"] for r in here],
+                    "unit": None if here[0] is None else here[0]["unit"], "wait": None if wait is None else wait["median"]})
+    return out
+
+
 def of_set(metrics: pd.DataFrame, workload: str, variant: str, metric: str, rset: str) -> dict | None:
     """A timing cell's median, min, max and count of `metric` over the runs of one set, or None."""
     x = metrics[(metrics.workload == workload) & (metrics.variant == variant) & (metrics.profiler == "timing")
@@ -109,9 +128,10 @@ def top_fixes(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, side:
     return sorted(gains, key=lambda fg: -fg[1]["median"])[:top]
 
 
-def caveats(summary: pd.DataFrame, cells: pd.DataFrame) -> dict:
+def caveats(summary: pd.DataFrame, cells: pd.DataFrame, study: dict | None = None) -> dict:
     """What a reader must know before trusting a number: cells that failed (in any run), timing
-    cells resting on one run, and how many sets of runs the tables mix."""
+    cells resting on one run, how many sets of runs the tables mix, and the study's workloads
+    with no record here."""
     timing = summary[(summary.profiler == "timing") & (summary.metric == "throughput")]
     failed = pd.concat([summary[summary.status.isin(["failed", "set aside"])], unreliable(summary)])
     sets = cells.run_set.dropna().unique() if "run_set" in cells else []
@@ -119,6 +139,7 @@ def caveats(summary: pd.DataFrame, cells: pd.DataFrame) -> dict:
     return {"failed": sorted({f"{r.workload}/{r.variant} ({r.profiler})" for r in failed.itertuples()}),
             "one_run": sorted({f"{r.workload}/{r.variant}" for r in timing[(timing.status == "ok") & (timing.n == 1)].itertuples()}),
             "run_sets": len(sets),
+            "unmeasured": sorted(set((study or {}).get("workloads", [])) - set(summary.workload)),
             "throttled": [(f"{r.workload}/{r.variant}", r.median) for r in held.sort_values("median", ascending=False).itertuples()]}
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+CI = "95 % CI; from 3 pairs, their range"  # the bootstrap's percentile interval of 3 pairs is their range
+
 PHASES = ("input", "forward", "backward", "optimizer", "sync")  # the loop phases the harness marks, in order
 
 

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from analysis import diagnosis
-from analysis.tables import ratio_text
+from analysis.tables import CI, ratio_text
 
 COLS = ["workload", "variant", "profiler", "metric", "unit", "median", "lo", "hi", "n", "status", "reason"]
 RATIO_COLS = ["workload", "before", "after", "profiler", "metric", "median", "lo", "hi", "n", "status", "run_set", "why"]
@@ -68,7 +68,7 @@ INPUT_BOUND = [("timing", "input_wait_share", 80.0)]
 ])
 def test_the_prescription_is_verified_by_its_paired_speedup(ratio, text, verdict):
     row = diagnosis.diagnose(summary(INPUT_BOUND), NO_KERNELS, ratios("workers", *ratio)).iloc[0]
-    assert (row["prescribed"], row["measured speedup (paired, 95 % CI)"], row["verdict"]) == ("workers", text, verdict)
+    assert (row["prescribed"], row[f"measured speedup (paired, {CI})"], row["verdict"]) == ("workers", text, verdict)
 
 
 @pytest.mark.parametrize("ratio,text,verdict", [
@@ -81,13 +81,13 @@ def test_a_speedup_without_an_interval_verifies_nothing(ratio, text, verdict):
     prescription stands, unverified, with what was measured and why it is no verdict."""
     r = ratios("workers", *ratio)
     row = diagnosis.diagnose(summary(INPUT_BOUND), NO_KERNELS, r).iloc[0]
-    assert (row["prescribed"], row["measured speedup (paired, 95 % CI)"], row["verdict"]) == ("workers", text, verdict)
-    assert row["measured speedup (paired, 95 % CI)"] == ratio_text(r.iloc[0])
+    assert (row["prescribed"], row[f"measured speedup (paired, {CI})"], row["verdict"]) == ("workers", text, verdict)
+    assert row[f"measured speedup (paired, {CI})"] == ratio_text(r.iloc[0])
 
 
 def test_a_prescription_without_its_variant_was_not_run():
     row = diagnosis.diagnose(summary(INPUT_BOUND), NO_KERNELS, ratios()).iloc[0]
-    assert (row["prescribed"], row["measured speedup (paired, 95 % CI)"], row["verdict"]) == (
+    assert (row["prescribed"], row[f"measured speedup (paired, {CI})"], row["verdict"]) == (
         "workers", "", "not run here")
 
 

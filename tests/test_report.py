@@ -492,13 +492,14 @@ def test_a_variant_of_another_sequence_length_gets_no_mfu_from_flops_counted_at_
     assert df.variant.tolist() == ["optimized"] and df.mfu.iloc[0] == pytest.approx(100 * 1000 * 2e10 / 1e12 / 600)
 
 
-@pytest.mark.parametrize("x,unit,reduction,said", [
-    (16.3, "x", True, "16.3x down"), (0.619, "x", True, "1.62x up"), (4.07, "x", False, "4.07x"),
-    (0.391, "ms/step", False, "0.391 ms/step")])
-def test_the_claims_digest_says_which_way_a_reduction_went(x, unit, reduction, said):
-    """A reduction is before / after: below 1 the metric rose (torch.compile launching more kernels)."""
+@pytest.mark.parametrize("x,unit,kind,said", [
+    (16.3, "x", "reduction", "16.3x down"), (0.619, "x", "reduction", "1.62x up"), (4.07, "x", "ratio", "4.07x"),
+    (0.391, "ms/step", "difference", "0.391 ms/step saved"), (-3.23, "ms/step", "difference", "3.23 ms/step lost")])
+def test_the_claims_digest_says_which_way_a_reduction_or_a_difference_went(x, unit, kind, said):
+    """A reduction is before / after: below 1 the metric rose (torch.compile launching more kernels);
+    a difference is before - after: what the fix saved, or below 0 what it cost."""
     from analysis import report
-    assert report.measured(x, unit, reduction) == said
+    assert report.measured(x, unit, f"baseline -> after ({kind}; resnet50, timing)") == said
 
 
 def test_a_chain_stage_after_one_that_changes_nothing_shows_its_gain_over_that_one():
@@ -652,3 +653,26 @@ def test_the_shape_grid_is_one_table_with_ncu_beside_the_points_it_measured():
     assert lines[0] == "| batch_size \\ seq_len | 32 | 128 |" and len(lines) == 4
     assert lines[2] == "| 32 | 1,024,000 | 4,096,000 (SM 6.5 %, occupancy 14 %) |"
     assert "(SM" not in lines[3]
+
+
+def test_the_summary_sets_an_articles_scenario_as_measured_here_beside_the_article_and_says_why_they_differ():
+    """Article 002's chain: its documented 420 -> 1,250 samples/s beside the medians measured here,
+    the baseline's share at the article's, its input wait, and claims.yaml's `setting`."""
+    from analysis import report
+    rows = [{"workload": "resnet50", "variant": v, "profiler": "timing", "metric": m, "unit": u, "status": "ok",
+             "median": x, "lo": x, "hi": x, "n": 3}
+            for v, m, u, x in (("baseline", "throughput", "samples/s", 210.0), ("a002-upto-compile", "throughput", "samples/s", 625.0),
+                               ("baseline", "input_wait_share", "%", 77.6))]
+    text = report.settings_text(pd.DataFrame(rows))
+    line = next(line for line in text.splitlines() if line.startswith("- Article 002"))
+    assert "420 -> 1,250 samples/s there, 210 -> 625 samples/s here (the baseline at 0.5x the article's, the end at 0.5x)" in line
+    assert "baseline waits for input 77.6 %" in line and "JPEGs decoded on the host" in line
+    assert "Article 000" not in text  # no ViT cell measured: no line
+
+
+def test_a_workload_of_the_study_with_no_record_on_this_machine_is_a_caveat():
+    from analysis import summary as first
+    summary = pd.DataFrame([{"workload": "resnet50", "variant": "baseline", "profiler": "timing", "metric": "throughput",
+                             "status": "ok", "median": 1.0, "lo": 1.0, "hi": 1.0, "n": 3, "failed": 0, "reason": None}])
+    c = first.caveats(summary, pd.DataFrame(), {"workloads": ["lstm", "resnet50", "transformer_lm"]})
+    assert c["unmeasured"] == ["lstm", "transformer_lm"] and first.caveats(summary, pd.DataFrame())["unmeasured"] == []

@@ -159,11 +159,13 @@ def cmd_pending(args) -> int:
 
 
 def cmd_aggregate(args) -> int:
+    import workloads
     from analysis import aggregate
     from trainperf import config, variants
     skipped = json.loads(Path(args.skipped).read_text()) if args.skipped else []
     catalog = variants.catalog(config.load(args.config))
-    aggregate.main(args.runs, skipped, args.out_dir, args.compiles, catalog, {"gpu_hour_price": args.gpu_hour_price},
+    study = {"gpu_hour_price": args.gpu_hour_price, "workloads": workloads.names()}  # the report names any not measured
+    aggregate.main(args.runs, skipped, args.out_dir, args.compiles, catalog, study,
                    committed_only=True)  # what it writes is published: no record of an uncommitted tree
     return 0
 
