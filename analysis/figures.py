@@ -123,7 +123,7 @@ def time_per_step(phases: pd.DataFrame, workload: str, profiler: str, path: Path
     for ax, g in zip(axes[:, 0], groups):
         stacked(ax, g, cols, colors)
         ax.set_xlabel("host time per step (ms)", fontsize=9)
-    seen = {c for c in cols if (phases[c].fillna(0) > 0.01 * phases.total).any()}  # a phase no bar shows: no legend entry
+    seen = {c for c in cols if (phases[c].fillna(0) > 0.002 * phases.total).any()}  # a phase no bar shows: no legend entry
     handles = [(h, c) for h, c in zip(*axes[0, 0].get_legend_handles_labels()) if c in seen]
     fig.legend(*zip(*handles), fontsize=8, loc="lower center", ncol=len(handles), frameon=False)
     scales = "\n(the lower panel on a scale of its own: steps under a fifth of the slowest)" if len(groups) > 1 else ""
