@@ -139,10 +139,15 @@ def headline_table(summary, tables) -> str:
     h = first.headline(summary, tables["ratios"], tables["variants"], tables["metrics"])
     if h.empty:
         return "(no workload trained)\n"
+    step = {(r.workload, r.variant): ratio_text(ratio_row(tables["ratios"], r.workload, "baseline", r.variant, "step"))
+            for r in h.itertuples() if r.variant != "baseline"}
     rows = [{"workload": r.workload if i == 0 or h.workload.iloc[i - 1] != r.workload else "",
              "variant": r.variant, "throughput": f"{fmt(r.median, r.lo, r.hi)} {r.unit}" + (" (1 run)" if r.n == 1 else ""),
-             "speedup over the baseline (paired)": ratio_text(r.speedup)}
+             "speedup over the baseline (paired)": ratio_text(r.speedup),
+             "the same at the step alone (paired)": step.get((r.workload, r.variant), "")}
             for i, r in enumerate(h.itertuples())]
+    if not any(step.values()):
+        rows = [{k: v for k, v in x.items() if k != "the same at the step alone (paired)"} for x in rows]
     elsewhere = [f"{w}: {a}" for w in dict.fromkeys(h.workload) if (a := anchors(w))]
     return table(pd.DataFrame(rows)) + ("\nPublished elsewhere (other GPUs and software, not paired with these runs): "
                                         + "; ".join(elsewhere) + ".\n" if elsewhere else "")
@@ -290,7 +295,8 @@ def summary_section(summary, tables, claim_rows) -> list[str]:
             glossary(tables["variants"]), "**What each workload trains at** (throughput: median [min, max] over the runs of the set of runs its speedup "
             "pairs, the baseline's over optimized's set; speedup: "
             "median of ratios paired within one set of runs [95 % bootstrap interval; from 3 pairs it is their range, "
-            "which holds the true median 3 times in 4]); an article's chain repeats its own scenario:\n",
+            "which holds the true median 3 times in 4]; at the step alone, with no loader, the same pair gives what the GPU "
+            "side alone gains); an article's chain repeats its own scenario:\n",
             headline_table(summary, tables), settings_text(summary), optimized_line(tables["variants"]),
             "**The fixes that gained most**, by side (input: the loader and the copy; step: the GPU's work and the "
             "host's syncs), each on the first of these bases that gives it an interval: a step-side fix at the step "

@@ -676,3 +676,23 @@ def test_a_workload_of_the_study_with_no_record_on_this_machine_is_a_caveat():
                              "status": "ok", "median": 1.0, "lo": 1.0, "hi": 1.0, "n": 3, "failed": 0, "reason": None}])
     c = first.caveats(summary, pd.DataFrame(), {"workloads": ["lstm", "resnet50", "transformer_lm"]})
     assert c["unmeasured"] == ["lstm", "transformer_lm"] and first.caveats(summary, pd.DataFrame())["unmeasured"] == []
+
+
+def test_the_headline_sets_optimizeds_speedup_at_the_step_alone_beside_the_end_to_end_one():
+    """26x end to end against 6.6x at the step alone (H100): the reader sees how much is the GPU
+    side; the column goes where no workload has a step-alone pair."""
+    from analysis import report
+    rows = [{"workload": "resnet50", "variant": v, "profiler": "timing", "metric": "throughput", "unit": "samples/s",
+             "status": "ok", "median": x, "lo": x, "hi": x, "n": 3} for v, x in (("baseline", 193.0), ("optimized", 5027.0))]
+    ratio = {"workload": "resnet50", "before": "baseline", "after": "optimized", "metric": "throughput", "n": 3,
+             "status": "gain", "run_set": float("nan"), "why": ""}
+    ratios = pd.DataFrame([{**ratio, "profiler": "timing", "median": 26.1, "lo": 25.8, "hi": 26.3},
+                           {**ratio, "profiler": "step", "median": 6.63, "lo": 6.62, "hi": 6.64}])
+    variants = pd.DataFrame([{"workload": "resnet50", "variant": v, "kind": v, "chain": "", "order": i}
+                             for i, v in enumerate(("baseline", "optimized"))])
+    tables = {"ratios": ratios, "variants": variants, "metrics": pd.DataFrame(columns=["workload", "variant", "profiler",
+                                                                                      "metric", "run_set", "value"])}
+    text = report.headline_table(pd.DataFrame(rows), tables)
+    assert "| optimized | 5,027 samples/s | 26.1x [25.8, 26.3] | 6.63x [6.62, 6.64] |" in text
+    text = report.headline_table(pd.DataFrame(rows), {**tables, "ratios": ratios[ratios.profiler == "timing"]})
+    assert "step alone" not in text
