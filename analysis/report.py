@@ -108,9 +108,22 @@ def claims_rows(tables: dict) -> pd.DataFrame:
 
 
 def claims_section(c: pd.DataFrame) -> str:
-    c = c.assign(id=[f'<a id="claim-{i}"></a>{i}' if i != p else i for i, p in zip(c.id, [None, *c.id[:-1]])])
-    return claims.RULE + "\n" + table(c[["id", "source", "documented", "pair", "why this pair",
-                                            f"measured here ({CI}; n)", "verdict"]])
+    """The rule, a row per test run here, and one line naming the tests whose cells did not run."""
+    unrun = c.verdict.astype(str).str.startswith("not run here")
+    shown = c[~unrun]
+    shown = shown.assign(id=[f'<a id="claim-{i}"></a>{i}' if i != p else i for i, p in zip(shown.id, [None, *shown.id[:-1]])])
+    cols = ["id", "source", "documented", "pair", "why this pair", f"measured here ({CI}; n)", "verdict"]
+    return claims.RULE + "\n" + (table(shown[cols]) if len(shown) else "") + unrun_line(c[unrun], set(c[~unrun].id))
+
+
+def unrun_line(c: pd.DataFrame, anchored: set[str]) -> str:
+    """'Not run on this machine: <claim> (<metric> xN); ...', each claim's anchor where no row holds it."""
+    if c.empty:
+        return ""
+    metric = c.pair.str.extract(r"^(\w+)")[0]
+    parts = [("" if i in anchored else f'<a id="claim-{i}"></a>') + f"{i} (" + ", ".join(
+        f"{m} x{k}" if k > 1 else m for m, k in Counter(metric[g.index]).items()) + ")" for i, g in c.groupby("id", sort=False)]
+    return "\nNot run on this machine (a cell of the pair has no record here): " + "; ".join(parts) + ".\n"
 
 
 def read(out: Path, name: str) -> pd.DataFrame:
@@ -149,7 +162,12 @@ def headline_table(summary, tables) -> str:
     if not any(step.values()):
         rows = [{k: v for k, v in x.items() if k != "the same at the step alone (paired)"} for x in rows]
     elsewhere = [f"{w}: {a}" for w in dict.fromkeys(h.workload) if (a := anchors(w))]
-    return table(pd.DataFrame(rows)) + ("\nPublished elsewhere (other GPUs and software, not paired with these runs): "
+    apart = [r.workload for r in h.itertuples() if r.variant == "optimized" and r.speedup is not None
+             and r.speedup["status"] == "unpaired"]
+    return table(pd.DataFrame(rows)) + (
+        f"\n**No set of runs here holds both the baseline and optimized of {', '.join(apart)}**: their speedups are "
+        "unpaired (the records come from sets of runs made apart), and no ratio pairs runs of two sets; "
+        "`snakemake --cores 1 --config preset=headline` measures the summary's cells in one set.\n" if apart else "") + ("\nPublished elsewhere (other GPUs and software, not paired with these runs): "
                                         + "; ".join(elsewhere) + ".\n" if elsewhere else "")
 
 

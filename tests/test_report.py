@@ -696,3 +696,39 @@ def test_the_headline_sets_optimizeds_speedup_at_the_step_alone_beside_the_end_t
     assert "| optimized | 5,027 samples/s | 26.1x [25.8, 26.3] | 6.63x [6.62, 6.64] |" in text
     text = report.headline_table(pd.DataFrame(rows), {**tables, "ratios": ratios[ratios.profiler == "timing"]})
     assert "step alone" not in text
+
+
+def test_the_headline_says_so_where_no_set_of_runs_holds_both_the_baseline_and_optimized():
+    """H200's published records: baseline and optimized from sets made apart read 'unpaired', and
+    the line under the table says why and which command pairs them."""
+    from analysis import report
+    rows = [{"workload": "resnet50", "variant": v, "profiler": "timing", "metric": "throughput", "unit": "samples/s",
+             "status": "ok", "median": x, "lo": x, "hi": x, "n": 3} for v, x in (("baseline", 151.0), ("optimized", 5525.0))]
+    ratio = {"workload": "resnet50", "before": "baseline", "after": "optimized", "metric": "throughput", "profiler": "timing",
+             "n": 0, "run_set": float("nan"), "why": "no set of runs measured both", "median": float("nan"),
+             "lo": float("nan"), "hi": float("nan")}
+    variants = pd.DataFrame([{"workload": "resnet50", "variant": v, "kind": v, "chain": "", "order": i}
+                             for i, v in enumerate(("baseline", "optimized"))])
+    tables = {"variants": variants, "metrics": pd.DataFrame(columns=["workload", "variant", "profiler", "metric",
+                                                                     "run_set", "value"])}
+    text = report.headline_table(pd.DataFrame(rows), {**tables, "ratios": pd.DataFrame([{**ratio, "status": "unpaired"}])})
+    assert "| optimized | 5,525 samples/s | unpaired |" in text
+    assert "No set of runs here holds both the baseline and optimized of resnet50**" in text
+    paired = {**ratio, "status": "gain", "n": 3, "median": 36.6, "lo": 36.0, "hi": 37.0, "run_set": "s"}
+    assert "No set of runs" not in report.headline_table(pd.DataFrame(rows), {**tables, "ratios": pd.DataFrame([paired])})
+
+
+def test_claim_tests_whose_cells_did_not_run_fold_into_one_line_that_keeps_each_claims_anchor():
+    from analysis import report
+    base = {"source": "002", "documented": "5 ms/step", "why this pair": "w", "measured here (95 % CI; from 3 pairs, their range; n)": ""}
+    c = pd.DataFrame([
+        {**base, "id": "item-sync", "pair": "step_time_mean: a -> b (difference; resnet50, step)", "verdict": "holds"},
+        {**base, "id": "item-sync", "pair": "step_time_mean: c -> d (difference; resnet50, step)",
+         "verdict": "not run here: step_time_mean of resnet50/d (step): not run"},
+        {**base, "id": "lstm-shape", "pair": "token_throughput: e -> f (ratio; lstm, timing)", "verdict": "not run here: x"},
+        {**base, "id": "lstm-shape", "pair": "token_throughput: g -> h (ratio; lstm, timing)", "verdict": "not run here: y"}])
+    text = report.claims_section(c)
+    assert text.count("| item-sync |") == 0 and text.count('<a id="claim-item-sync"></a>item-sync |') == 1
+    assert "not run here:" not in text and "| lstm-shape" not in text
+    assert ('Not run on this machine (a cell of the pair has no record here): item-sync (step_time_mean); '
+            '<a id="claim-lstm-shape"></a>lstm-shape (token_throughput x2).') in text
