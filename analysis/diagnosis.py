@@ -25,17 +25,22 @@ IDLE_SHARE = 20.0
 SHORT_KERNEL_US = 20.0
 STEP_SHARE = 90.0  # % of its step alone a variant trains at, from which its own step is what holds it
 CONFIRM = 1.05
+LEAD = 1.5  # a bound class short of this multiple of the next one's kernel time leads only narrowly
 RULES = (f"Rules, first match wins: **input-bound** when the loop waits for input (the loader, then the batch's copy "
          f"to the GPU) {INPUT_SHARE:g}% of the time or more and the loader's part is the larger (prescribe `workers`); "
          f"**copy-bound** when the copy's part is (`pinned-async`); **sync-bound** when the GPU idles {IDLE_SHARE:g}% or more while the host "
          f"synchronizes every step (`lazy-sync`); **launch-bound** when it idles that much and kernels average under "
          f"{SHORT_KERNEL_US:g} us (`compile`); otherwise the GPU is busy (on its timeline, or without one by NVML's "
          f"utilization) and ncu's bound class of the top kernels, "
-         f"weighted by kernel time, decides (memory- or compute-bound: `amp`; latency-bound: `compile`; no ncu data: GPU-bound, `amp`). "
+         f"weighted by kernel time, decides (memory- or compute-bound: `amp`; latency-bound: `compile`; no ncu data: GPU-bound, `amp`; "
+         f"**narrowly** where that class holds less than {LEAD:g} times the next one's time). "
          f"**confirmed**: the prescribed variant's paired speedup exceeds {CONFIRM:g}x even at the low end of its 95 % interval.\n")
 PRESCRIPTION = {"input-bound": "workers", "copy-bound": "pinned-async", "sync-bound": "lazy-sync", "launch-bound": "compile",
                 "memory-bound kernels": "amp", "compute-bound kernels": "amp", "latency-bound kernels": "compile",
                 "GPU-bound (kernel class not measured)": "amp"}
+
+
+NARROW = ", narrowly"
 
 
 def value(summary: pd.DataFrame, workload: str, variant: str, metric: str, profilers=("timing",)) -> float | None:
@@ -54,7 +59,8 @@ def kernel_class(kernels: pd.DataFrame, workload: str) -> tuple[str, str] | None
         return None
     weight = k.groupby("bound")["share"].sum().sort_values(ascending=False)
     split = ", ".join(f"{bound} {share:.1f} %" for bound, share in weight.items())
-    return f"{weight.index[0]}-bound kernels", f"ncu's top kernels by bound class: {split} of all kernel time"
+    narrow = len(weight) > 1 and weight.iloc[0] < LEAD * weight.iloc[1]
+    return f"{weight.index[0]}-bound kernels{NARROW if narrow else ''}", f"ncu's top kernels by bound class: {split} of all kernel time"
 
 
 def holding(summary: pd.DataFrame, workload: str, variant: str) -> str:
@@ -120,7 +126,7 @@ def diagnose(summary: pd.DataFrame, kernels: pd.DataFrame, ratios: pd.DataFrame)
     rows = []
     for workload in sorted(summary.workload.unique()):
         label, evidence = classify(summary, kernels, workload)
-        fix = PRESCRIPTION.get(label)
+        fix = PRESCRIPTION.get(label.removesuffix(NARROW))
         r = ratio_row(ratios, workload, "baseline", fix) if fix else None
         if r is None or pd.isna(r.get("lo")):
             effect = ratio_text(r)

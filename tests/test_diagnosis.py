@@ -52,9 +52,12 @@ def test_ncu_classes_weighted_by_kernel_time_decide_a_busy_gpu():
     kernels = pd.DataFrame([("w", "baseline", "ncu", 40.0, "memory"), ("w", "baseline", "ncu", 25.0, "compute"),
                             ("w", "baseline", "ncu", 20.0, "compute")], columns=NO_KERNELS.columns)
     label, evidence = diagnosis.classify(summary([("nsys", "gpu_busy", 95.0)]), kernels, "w")
-    assert label == "compute-bound kernels" and "ncu" in evidence
-    kernels.loc[0, "share"] = 50.0
+    assert label == "compute-bound kernels, narrowly" and "ncu" in evidence  # 45 % against 40 %
+    kernels.loc[0, "share"] = 70.0
     assert diagnosis.classify(summary([("nsys", "gpu_busy", 95.0)]), kernels, "w")[0] == "memory-bound kernels"
+    kernels.loc[0, "share"] = 50.0  # H100's LSTM baseline: memory 25.5 %, compute 20.0 %: narrowly, still amp
+    row = diagnosis.diagnose(summary([("nsys", "gpu_busy", 95.0)]), kernels, ratios("amp", 4.58, 4.0, 4.62, 3, "gain")).iloc[0]
+    assert (row["baseline bottleneck"], row["prescribed"], row["verdict"]) == ("memory-bound kernels, narrowly", "amp", "confirmed")
 
 
 INPUT_BOUND = [("timing", "input_wait_share", 80.0)]
