@@ -244,7 +244,7 @@ def tally_line(verdicts: pd.Series) -> str:
 
 def terms(variants: pd.DataFrame) -> str:
     ladder = variants[variants.chain == "ladder"].sort_values("order").drop_duplicates("variant").about
-    return ("Terms: a *cell* is one workload, variant and profiler; a *set of runs* is the records of one GPU, "
+    return ("a *cell* is one workload, variant and profiler; a *set of runs* is the records of one GPU, "
             "commit and day, the only runs a ratio pairs; *the step alone* trains on one batch held on the GPU, no "
             "loader (profiler `step`); `a002-upto-<fix>` is article 002's chain of fixes up to and including that "
             "one (`a000-`: article 000's)" + (f"; `ladder-upto-<fix>` the step-alone chain baseline -> "
@@ -309,21 +309,25 @@ def wide_line(w: dict) -> list[str]:
 
 
 def summary_section(summary, tables, claim_rows) -> list[str]:
-    return ["## Summary\n", terms(tables["variants"]) if "kind" in tables["variants"] else "",
-            glossary(tables["variants"]), "**What each workload trains at** (throughput: median [min, max] over the runs of the set of runs its speedup "
-            "pairs, the baseline's over optimized's set; speedup: "
-            "median of ratios paired within one set of runs [95 % bootstrap interval; from 3 pairs it is their range, "
-            "which holds the true median 3 times in 4]; at the step alone, with no loader, the same pair gives what the GPU "
-            "side alone gains); an article's chain repeats its own scenario:\n",
-            headline_table(summary, tables), settings_text(summary), optimized_line(tables["variants"]),
-            "**The fixes that gained most**, by side (input: the loader and the copy; step: the GPU's work and the "
-            "host's syncs), each on the first of these bases that gives it an interval: a step-side fix at the step "
-            "alone (the ladder), else with the other fixes on (optimized against optimized without it), else alone "
-            "against the baseline; only established gains are listed, each with its basis (gains on different bases do not "
-            "multiply to optimized's speedup: the ablation and the stage-by-stage chain below split that):\n", gains_table(summary, tables),
+    """The answer first (throughput and speedups, the fixes that gained most, the claims' verdicts,
+    the caveats), the terms they use last."""
+    return ["## Summary\n", "**What each workload trains at**, at its own batch size (throughput: median [min, max] over "
+            "runs; speedup: median of the ratios paired within one set of runs [95 % interval]; the step alone: one batch "
+            "held on the GPU, no loader, what the GPU side alone gains; [terms](#terms)):\n",
+            headline_table(summary, tables), settings_text(summary),
+            "**The fixes that gained most**, established gains only, by side (input: the loader and the copy; step: the "
+            "GPU's work and the host's syncs), each on the first basis that gives it an interval: a step-side fix at the "
+            "step alone (the ladder), else with the other fixes on (the ablation), else alone against the baseline "
+            "(gains on different bases do not multiply to optimized's speedup):\n", gains_table(summary, tables),
             "**Do the articles' claims hold here?** (details: [Documented claims](#documented-claims)):\n",
-            claims_digest(claim_rows), tally_line(claim_rows.verdict), sources_line(claim_rows.source.str.split(", ").explode()),
-            "**Caveats**:\n", caveats_text(summary, tables)]
+            claims_digest(claim_rows), tally_line(claim_rows.verdict),
+            "**Caveats**:\n", caveats_text(summary, tables),
+            '<a id="terms"></a>**Terms**: ' + (terms(tables["variants"]) if "kind" in tables["variants"] else "\n"),
+            "Throughput is the median [min, max] over the runs of the set of runs its speedup pairs (the baseline's over "
+            "optimized's set); a speedup is the median of ratios paired within one set of runs [95 % bootstrap interval; "
+            "from 3 pairs it is their range, which holds the true median 3 times in 4].\n",
+            glossary(tables["variants"]), optimized_line(tables["variants"]),
+            sources_line(claim_rows.source.str.split(", ").explode())]
 
 
 def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list[str], list[str]]:
