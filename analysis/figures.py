@@ -5,6 +5,8 @@ from pathlib import Path
 
 import matplotlib
 import matplotlib.patches
+import matplotlib.ticker
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -15,6 +17,9 @@ import seaborn as sns  # noqa: E402
 STATUS_COLORS = {"gain": "#2a9d8f", "loss": "#e76f51", "not established": "#adb5bd", "too few pairs": "#ced4da"}
 KIND_COLORS = {"fix": "#2a9d8f", "extra": "#8ab17d", "optimized": "#264653", "ablation": "#e9c46a", "lever": "#f4a261",
                "stage": "#6d597a", "grid": "#b56576", "ddp": "#457b9d", "other": "#adb5bd"}
+KIND_NAMES = {"extra": "measured beside (not in optimized)"}  # a kind's name in a legend, where its own says too little
+# a loop phase's name in a legend: where the host blocks, what it waits for
+PHASE_NAMES = {"input": "input (loader, copy)", "sync": "sync (host waits for the GPU)", "rest": "rest of the step"}
 # what a ratio's status does to its bar: established ones solid, the rest pale and hatched
 STATUS_STYLE = {"gain": {}, "loss": {}, "not established": {"alpha": 0.45, "hatch": "//"},
                 "too few pairs": {"alpha": 0.45, "hatch": ".."}}
@@ -31,7 +36,8 @@ def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str],
         return None
     kinds = kinds or {}
     sns.set_theme(style="whitegrid")
-    fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.6))
+    height = 0.32 * len(rows) + 1.9
+    fig, ax = plt.subplots(figsize=(7.5, height))
     for i, r in enumerate(rows.itertuples()):  # each bar drawn from 1x, leftward for a loss
         ax.barh(i, r.median - 1.0, left=1.0, color=KIND_COLORS.get(kinds.get(r.after, "other"), KIND_COLORS["other"]),
                 edgecolor="white", **STATUS_STYLE[r.status])
@@ -42,26 +48,40 @@ def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str],
     ax.set_yticks(list(y), rows.after)
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_xscale("log")
-    right = rows.hi.fillna(rows["median"])
-    for i, (value, edge, n, s) in enumerate(zip(rows["median"], right, rows.n, rows.status)):
-        label = f"{value:.2g}x" + (f" (n={int(n)}, no interval)" if s == "too few pairs" else
-                                   " (not established)" if s == "not established" else "")
-        ax.annotate(label, (max(edge, 1.0), i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
-    ax.set_xlim(right=right.max() * 3.5)
+    edges = rows.hi.fillna(rows["median"]).clip(lower=1.0)
+    labels = [f"{value:.2g}x" + (f" (n={int(n)}, no interval)" if s == "too few pairs" else
+                                 " (not established)" if s == "not established" else "")
+              for value, n, s in zip(rows["median"], rows.n, rows.status)]
+    for i, (label, edge) in enumerate(zip(labels, edges)):
+        ax.annotate(label, (edge, i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    left = min(0.8, rows.lo.fillna(rows["median"]).min() / 1.25)
+    ax.set_xlim(left, label_room(edges, labels, left, ax.get_window_extent().width * 72 / fig.dpi))
     ax.set_xlabel("throughput over the baseline's (paired ratio, x, log scale)")
-    ax.set_xlim(left=min(0.8, rows.lo.fillna(rows["median"]).min() / 1.25))
-    ticks = [t for t in (0.5, 1, 2, 5, 10, 20, 50, 100) if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    ticks = [t for t in (0.5, 1, 2, 3, 5, 10, 20, 50, 100) if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
     ax.set_xticks(ticks, [f"{t:g}x" for t in ticks])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # an axis short of a decade labels its minor ticks
     ranges = has.any() and (rows.n[has] <= 3).any()  # a bootstrap over 3 pairs spans their range
     whiskers = ("; whiskers: 95 % interval" + (", from 3 pairs their range" if ranges else "") if has.any()
                 else "; no interval: too few pairs")
     ax.set_title(f"{workload}: speedup over the baseline\n(median of paired ratios{whiskers})", fontsize=10)
     shown = dict.fromkeys(kinds.get(v, "other") for v in rows.after)
-    handles = [matplotlib.patches.Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=k) for k in shown]
+    handles = [matplotlib.patches.Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=KIND_NAMES.get(k, k))
+               for k in shown]
     handles += [matplotlib.patches.Patch(facecolor="white", edgecolor="grey", label=s, hatch=STATUS_STYLE[s]["hatch"])
                 for s in ("not established", "too few pairs") if s in set(rows.status)]
-    ax.legend(handles=handles, fontsize=7, loc="lower right")
-    return save(fig, path)
+    fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=len(handles), frameon=False)  # below: no bar hides it
+    fig.tight_layout(rect=(0, 0.3 / height, 1, 1))
+    return save(fig, path, tight=False)
+
+
+def label_room(edges, labels, left: float, width_pt: float, char_pt: float = 4.8) -> float:
+    """The right end of a log axis from `left` at which each label, drawn after its bar's end,
+    still fits inside the frame (8-point text, about `char_pt` a character)."""
+    need = []
+    for edge, label in zip(edges, labels):
+        f = min(0.8, (8 + char_pt * len(label)) / width_pt)  # the label's share of the axis' width
+        need.append((np.log10(edge) - f * np.log10(left)) / (1 - f))
+    return 10 ** (max(need) + 0.02)
 
 
 def speedup_rows(ratios: pd.DataFrame, workload: str, names: list[str]) -> pd.DataFrame:
@@ -118,17 +138,18 @@ def time_per_step(phases: pd.DataFrame, workload: str, profiler: str, path: Path
     cols = [c for c in phases.columns if c not in ("variant", "total")]
     colors = dict(zip(cols, sns.color_palette("Set2", len(cols))))
     sns.set_theme(style="whitegrid")
-    fig, axes = plt.subplots(len(groups), 1, figsize=(8, 0.42 * len(phases) + 1.6 + 0.5 * len(groups)), squeeze=False,
+    height = 0.42 * len(phases) + 1.85 + 0.5 * len(groups)
+    fig, axes = plt.subplots(len(groups), 1, figsize=(8, height), squeeze=False,
                              gridspec_kw={"height_ratios": [len(g) + 0.6 for g in groups]})
     for ax, g in zip(axes[:, 0], groups):
         stacked(ax, g, cols, colors)
         ax.set_xlabel("host time per step (ms)", fontsize=9)
-    seen = {c for c in cols if (phases[c].fillna(0) > 0.002 * phases.total).any()}  # a phase no bar shows: no legend entry
+    seen = {PHASE_NAMES.get(c, c) for c in cols if (phases[c].fillna(0) > 0.002 * phases.total).any()}  # a phase no bar shows: no legend entry
     handles = [(h, c) for h, c in zip(*axes[0, 0].get_legend_handles_labels()) if c in seen]
-    fig.legend(*zip(*handles), fontsize=8, loc="lower center", ncol=len(handles), frameon=False)
+    fig.legend(*zip(*handles), fontsize=8, loc="lower center", ncol=3, frameon=False)
     scales = "\n(the lower panel on a scale of its own: steps under a fifth of the slowest)" if len(groups) > 1 else ""
     fig.suptitle(f"{workload}: host time per step by phase ({profiler}){scales}", fontsize=10)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.tight_layout(rect=(0, (0.1 + 0.22 * -(-len(handles) // 3)) / height, 1, 1))  # room for the legend's rows
     return save(fig, path, tight=False)
 
 
@@ -136,7 +157,7 @@ def stacked(ax, phases: pd.DataFrame, cols: list[str], colors: dict) -> None:
     """One panel of time_per_step: the slowest variant on top, each bar's total beside it."""
     left = pd.Series(0.0, index=phases.index)
     for col in cols:
-        ax.barh(phases.variant, phases[col], left=left, color=colors[col], label=col)
+        ax.barh(phases.variant, phases[col], left=left, color=colors[col], label=PHASE_NAMES.get(col, col))
         left += phases[col]
     for i, total in enumerate(phases.total):
         ax.annotate(f"{total:,.0f} ms" if total >= 1000 else f"{total:.3g} ms", (total, i), xytext=(4, 0),

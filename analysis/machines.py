@@ -36,7 +36,7 @@ def machines_table(dirs: list[Path]) -> str:
 
 
 def headline_table(tables: dict[str, dict]) -> str:
-    frames = {m: first.headline(t["summary"], t["ratios"], t["variants"], t["metrics"]) for m, t in tables.items()}
+    frames = {m: first.headline(t["summary"], t["ratios"], t["variants"]) for m, t in tables.items()}
     keys = list(dict.fromkeys((r.workload, r.variant) for h in frames.values() for r in h.itertuples()))
     order = first.workload_order({w for w, _ in keys})
     rows = []

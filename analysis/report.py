@@ -73,8 +73,7 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
 
 VARIANTS_NOTE = (
     "**Every fix against the baseline**: the columns but the paired ones are the median [min, max] over every run of "
-    "the cell, whichever set of runs (the summary's throughput is over the runs of the set its speedup pairs, so the "
-    f"two can differ a little); loss vs baseline is the mean training loss over the last {aggregate.LOSS_STEPS} steps a "
+    "the cell, whichever set of runs, as everywhere in the report; loss vs baseline is the mean training loss over the last {aggregate.LOSS_STEPS} steps a "
     "run shares with the baseline's run of its repetition and set of runs, against the baseline's (%): the check "
     f"that a fix still trains, **check** where it sits over {aggregate.LOSS_TOLERANCE:g} % above.\n")
 
@@ -149,7 +148,7 @@ def anchors(workload: str, path: Path = ANCHORS) -> str:
 
 
 def headline_table(summary, tables) -> str:
-    h = first.headline(summary, tables["ratios"], tables["variants"], tables["metrics"])
+    h = first.headline(summary, tables["ratios"], tables["variants"])
     if h.empty:
         return "(no workload trained)\n"
     step = {(r.workload, r.variant): ratio_text(ratio_row(tables["ratios"], r.workload, "baseline", r.variant, "step"))
@@ -323,9 +322,10 @@ def summary_section(summary, tables, claim_rows) -> list[str]:
             claims_digest(claim_rows), tally_line(claim_rows.verdict),
             "**Caveats**:\n", caveats_text(summary, tables),
             '<a id="terms"></a>**Terms**: ' + (terms(tables["variants"]) if "kind" in tables["variants"] else "\n"),
-            "Throughput is the median [min, max] over the runs of the set of runs its speedup pairs (the baseline's over "
-            "optimized's set); a speedup is the median of ratios paired within one set of runs [95 % bootstrap interval; "
-            "from 3 pairs it is their range, which holds the true median 3 times in 4].\n",
+            "A cell's throughput is the median [min, max] over every run of it, the same number wherever it shows; a "
+            "speedup is the median of ratios paired within one set of runs [95 % bootstrap interval; from 3 pairs it is "
+            "their range, which holds the true median 3 times in 4], so where a folder holds several sets, it need not "
+            "equal the ratio of two throughputs.\n",
             glossary(tables["variants"]), optimized_line(tables["variants"]),
             sources_line(claim_rows.source.str.split(", ").explode())]
 

@@ -17,14 +17,16 @@ def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, 
     """One chain's table (`chains` a name), or several chains' in one with a column naming each."""
     chains = [chains] if isinstance(chains, str) else list(chains)
     rows = [{**({"chain": c} if len(chains) > 1 else {}), **r}
-            for c in chains for r in chain_rows(summary, ratios, variants, cells, workload, c)]
+            for c in chains for r in chain_rows(summary, ratios, variants, cells, workload, c, start=len(chains) == 1)]
     return table(pd.DataFrame(rows)) if rows else ""
 
 
-def chain_rows(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, workload: str, chain: str) -> list[dict]:
+def chain_rows(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, workload: str, chain: str,
+               start: bool = False) -> list[dict]:
     """A chain's stages that were measured (variants.csv), each with its throughput (a stage the
     matrix measured as another variant shows that one's), its paired gain over the stage shown
-    before it and over the baseline (the profiler its chain runs under)."""
+    before it and over the baseline (the profiler its chain runs under); with `start`, the baseline
+    it starts from first."""
     same = aggregate.aliases(cells)
     if "chain" not in variants:
         return []
@@ -34,6 +36,9 @@ def chain_rows(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, wor
         return []
     profiler = r.profiler.iloc[0]
     rows, before, prev = [], "baseline", "baseline"  # prev: the stage before in ratios.csv, shown or not
+    if start and (b := metric(summary, workload, "baseline", "throughput", profiler)) is not None:
+        rows.append({"stage": "baseline", "variant": "baseline", f"throughput ({profiler})": spread(b),
+                     "over the stage before (paired)": "", f"over the baseline's {profiler} run (paired)": ""})
     for v, step in zip(stages.variant, stages.about):
         measured = same.get((workload, v), v)  # the variant with this stage's knobs that ran
         t = metric(summary, workload, measured, "throughput", profiler)
@@ -42,8 +47,9 @@ def chain_rows(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, wor
         if measured == same.get((workload, before), before):
             prev = v  # a stage that changes nothing here: not shown, its successor's ratio is over it
             continue
-        rows.append({"stage": f"+ {step}", "variant": measured, f"throughput ({profiler})": spread(t),
-                     "over the stage before (paired)": "" if before == "baseline" else
+        rows.append({"stage": f"+ {step}", "variant": v if measured == v else f"{v} (= {measured})",
+                     f"throughput ({profiler})": spread(t),
+                     "over the stage before (paired)": "" if before == "baseline" and not rows else
                      ratio_text(ratio_row(ratios, workload, prev, v, profiler)),
                      f"over the baseline's {profiler} run (paired)": ratio_text(ratio_row(ratios, workload, "baseline", v, profiler))})
         before = prev = v

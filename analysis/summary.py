@@ -32,27 +32,20 @@ def chain_end(variants: pd.DataFrame, summary: pd.DataFrame, workload: str) -> s
     return next((n for n in v.sort_values("order", ascending=False).variant if n in ran), None)
 
 
-def headline(summary: pd.DataFrame, ratios: pd.DataFrame, variants: pd.DataFrame,
-             metrics: pd.DataFrame | None = None) -> pd.DataFrame:
+def headline(summary: pd.DataFrame, ratios: pd.DataFrame, variants: pd.DataFrame) -> pd.DataFrame:
     """Per workload: baseline, the article's chain and optimized, each with its throughput (median,
-    min, max over runs) and its paired speedup over the baseline (a ratios.csv row). With `metrics`,
-    the throughput is over the runs of the set the speedup pairs (the baseline's: optimized's set),
-    so that the two agree; else over every run."""
+    min, max over every run, as in every table) and its paired speedup over the baseline (a
+    ratios.csv row)."""
     rows = []
     for w in workload_order(summary.workload.unique()):
         m = throughput_metric(summary, w)
         ends = [v for v in ("baseline", chain_end(variants, summary, w), "optimized") if v]
-        speedups = {v: ratio_row(ratios, w, "baseline", v) for v in ends if v != "baseline"}
         for v in ends:
             r = row(summary, w, v, m)
-            if r is None:
-                continue
-            paired = speedups.get(v if v != "baseline" else "optimized")
-            rset = None if paired is None or pd.isna(paired.get("run_set")) else paired["run_set"]
-            spread = of_set(metrics, w, v, m, rset) if metrics is not None and rset else None
-            stats = spread or {k: r[k] for k in ("median", "lo", "hi", "n")}
-            rows.append({"workload": w, "variant": v, "metric": m, "unit": r["unit"], **stats,
-                         "speedup": speedups.get(v)})
+            if r is not None:
+                rows.append({"workload": w, "variant": v, "metric": m, "unit": r["unit"],
+                             **{k: r[k] for k in ("median", "lo", "hi", "n")},
+                             "speedup": None if v == "baseline" else ratio_row(ratios, w, "baseline", v)})
     return pd.DataFrame(rows)
 
 
@@ -73,13 +66,6 @@ def article_settings(summary: pd.DataFrame, claims: list[dict]) -> list[dict]:
                     "here": None if any(r is None for r in here) else [r["median"] for r in here],
                     "unit": None if here[0] is None else here[0]["unit"], "wait": None if wait is None else wait["median"]})
     return out
-
-
-def of_set(metrics: pd.DataFrame, workload: str, variant: str, metric: str, rset: str) -> dict | None:
-    """A timing cell's median, min, max and count of `metric` over the runs of one set, or None."""
-    x = metrics[(metrics.workload == workload) & (metrics.variant == variant) & (metrics.profiler == "timing")
-                & (metrics.metric == metric) & (metrics.run_set == rset)].value
-    return {"median": x.median(), "lo": x.min(), "hi": x.max(), "n": len(x)} if len(x) else None
 
 
 def fix_gain(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, fix: str, side: str):

@@ -106,21 +106,23 @@ def test_the_machines_page_counts_sets_of_runs_not_environments(tmp_path):
     assert "| sets of runs | 1 |" in machines.render(tmp_path).read_text()
 
 
-def test_the_headline_throughput_comes_from_the_set_its_speedup_pairs(tmp_path):
-    """Two H100 sets of ResNet-50 in one folder: optimized's speedup pairs one set, and the
-    throughput beside it (and the baseline's) spans that set's runs only, not both sets'."""
+def test_a_cells_throughput_is_one_number_in_the_headline_and_in_its_workloads_table(tmp_path):
+    """Two H100 sets of ResNet-50 in one folder: the headline's throughput of baseline and optimized
+    spans every run of both sets, as the workload's table does, while the speedup pairs one set."""
     import pandas as pd
     from analysis import report, summary as first
     from trainperf import config, variants
     aggregate.main(sorted(DATA.glob("*.json")), [], tmp_path, catalog=variants.catalog(config.load()))
     t = report.load_tables(tmp_path)
-    h = first.headline(pd.read_csv(tmp_path / "summary.csv"), t["ratios"], t["variants"], t["metrics"]).set_index("variant")
-    rset = h.loc["optimized", "speedup"]["run_set"]
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    h = first.headline(summary, t["ratios"], t["variants"]).set_index("variant")
+    assert h.loc["optimized", "speedup"]["n"] == 3
+    table = report.variants_table(summary, t["ratios"], "resnet50", ["baseline", "optimized"])
     for v in ("baseline", "optimized"):
         runs = t["metrics"][(t["metrics"].variant == v) & (t["metrics"].metric == "throughput")
                             & (t["metrics"].profiler == "timing")]
-        assert runs.run_set.nunique() == 2 and h.loc[v, "n"] == (runs.run_set == rset).sum() == 3
-        assert h.loc[v, "median"] == pytest.approx(runs[runs.run_set == rset].value.median())
+        assert runs.run_set.nunique() == 2 and h.loc[v, "n"] == len(runs) == 6
+        assert f"| {v} | {report.fmt(h.loc[v, 'median'], h.loc[v, 'lo'], h.loc[v, 'hi'])} |" in table
 
 
 def test_each_set_of_runs_names_the_commands_that_make_it_again(folders):

@@ -520,6 +520,9 @@ def test_a_chain_stage_after_one_that_changes_nothing_shows_its_gain_over_that_o
     text = sections.chain_section(summary, ratios, variants, cells, "vit_b_16", "ladder")
     compile_row = next(line for line in text.splitlines() if line.startswith("| + compile"))
     assert "1.5x [1.4, 1.6]" in compile_row.split("|")[4] and "+ channels-last" not in text
+    # a chain shown alone starts from the baseline it is measured against
+    assert text.splitlines()[2] == "| baseline | baseline | 100 [99, 101] |  |  |"
+    assert text.splitlines()[3].startswith("| + tf32 | ladder-upto-tf32 | 200 [99, 101] | 1.5x [1.4, 1.6] |")
 
 
 def test_chains_shown_together_share_one_table_with_a_column_naming_each():
