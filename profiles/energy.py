@@ -1,7 +1,7 @@
 """Energy, power, clocks and throttling over a cell's measured window.
 
 On a GPU: NVML's total-energy counter read at the window's start and end (mJ since the driver
-loaded), and a sampler (every `period` s) of power, utilization, SM and memory clocks, temperature
+loaded), and a sampling process (every `period` s) of power, utilization, SM and memory clocks, temperature
 and the clock-event reasons; the power samples, integrated, cross-check the counter, and stand in
 for it where the GPU has none. On a CPU: the host's RAPL counters where they are readable, else
 nothing, with why. The energy per sample follows in the tables from the mean power and the
@@ -9,13 +9,16 @@ throughput (J/sample = W / samples/s).
 """
 from __future__ import annotations
 
+import json
 import statistics
-import threading
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 RAPL = Path("/sys/class/powercap")
+SAMPLER = Path(__file__).with_name("nvml_sampler.py")
 # NVML's clock-event reasons that mean the GPU was held below its clocks by power or heat
 THROTTLING = {"sw_power_cap": 0x4, "hw_slowdown": 0x8, "sw_thermal": 0x20, "hw_thermal": 0x40, "hw_power_brake": 0x80}
 
@@ -47,50 +50,39 @@ def summarize(samples: list[dict], seconds: float, counter_j: float | None) -> l
     return out + [{"metric": "throttled_share", "value": 100 * held / len(samples), "unit": "%"}]
 
 
-def instant_power(nvml, h) -> float | None:
-    """The GPU's instantaneous power (W) where the driver gives it (NVML's field
-    NVML_FI_DEV_POWER_INSTANT), else None: nvmlDeviceGetPowerUsage averages over the last second on
-    Ampere (but GA100) and newer GPUs, which lags a window of a second or two behind the counter."""
-    try:
-        v = nvml.nvmlDeviceGetFieldValues(h, [nvml.NVML_FI_DEV_POWER_INSTANT])[0]
-        if v.nvmlReturn != nvml.NVML_SUCCESS:
-            return None
-        return float(getattr(v.value, VALUE_FIELDS[v.valueType])) / 1e3  # mW
-    except Exception:  # an older driver or binding without the field: the averaged reading stands in
-        return None
-
-
-VALUE_FIELDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}  # nvmlValueType_t
+def window(samples: list[dict], t0: float, t1: float) -> tuple[list[dict], list[float], bool]:
+    """The sampling process's samples from t0 to t1 (power, clocks, temperature, reasons), their
+    utilizations, and whether any power reading was NVML's 1 s average."""
+    inside = [s for s in samples if t0 <= s["t"] <= t1]
+    return ([{k: v for k, v in s.items() if k not in ("util", "averaged")} for s in inside],
+            [s["util"] for s in inside], any(s["averaged"] for s in inside))
 
 
 class GpuSampler:
-    """NVML on one GPU: the energy counter at the window's ends, and samples every `period` s."""
+    """NVML on one GPU: the energy counter read at the window's ends, and samples every `period` s
+    by a process of its own (profiles/nvml_sampler.py), started with the observer so that it samples
+    from the window's first moment; the samples inside the window count."""
 
     def __init__(self, device_index: int = 0, period: float = 0.05):
-        self.device_index, self.period = device_index, period
+        self.device_index = device_index
         self.samples: list[dict] = []
         self.util: list[float] = []
         self.counter_j: float | None = None
         self.seconds = 0.0
         self.why: str | None = None
         self.averaged = False  # a sample fell back to NVML's power reading averaged over the last second
-        self._stop = threading.Event()
+        self._child = subprocess.Popen([sys.executable, str(SAMPLER), str(device_index), str(period)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
-    def _sample(self, nvml, h) -> None:
-        self.util.append(nvml.nvmlDeviceGetUtilizationRates(h).gpu)
-        watts = instant_power(nvml, h)
-        self.averaged = self.averaged or watts is None
-        self.samples.append({"t": time.perf_counter(),
-                             "power_w": nvml.nvmlDeviceGetPowerUsage(h) / 1e3 if watts is None else watts,
-                             "sm_mhz": nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM),
-                             "mem_mhz": nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM),
-                             "temp_c": nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU),
-                             "reasons": nvml.nvmlDeviceGetCurrentClocksEventReasons(h)})
-
-    def _loop(self, nvml, h):
-        while not self._stop.is_set():
-            self._sample(nvml, h)
-            time.sleep(self.period)
+    def _collect(self, t0: float, t1: float) -> None:
+        """Stop the sampling process; keep its samples from t0 to t1 (or say why there are none)."""
+        try:
+            out = json.loads(self._child.communicate("stop\n", timeout=30)[0] or "{}")
+        except (subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+            self._child.kill()
+            out = {"why": f"the sampling process gave no samples: {e}"}
+        self.why = self.why or out.get("why")
+        self.samples, self.util, self.averaged = window(out.get("samples", []), t0, t1)
 
     @staticmethod
     def _counter(nvml, h) -> float | None:
@@ -107,20 +99,17 @@ class GpuSampler:
             h = nvml.nvmlDeviceGetHandleByIndex(self.device_index)
         except Exception as e:  # no NVIDIA driver: no samples, the metrics are absent
             self.why = f"NVML unavailable: {e}"
-            yield self
-            return
-        start, t0 = self._counter(nvml, h), time.perf_counter()
-        thread = threading.Thread(target=self._loop, args=(nvml, h), daemon=True)
-        thread.start()
+            nvml = None
+        start, t0 = (self._counter(nvml, h) if nvml else None), time.perf_counter()
         try:
             yield self
         finally:
-            self._stop.set()
-            thread.join()
-            end = self._counter(nvml, h)
-            self.seconds = time.perf_counter() - t0
+            end, t1 = (self._counter(nvml, h) if nvml else None), time.perf_counter()
+            self._collect(t0, t1)
+            self.seconds = t1 - t0
             self.counter_j = None if start is None or end is None else end - start
-            nvml.nvmlShutdown()
+            if nvml:
+                nvml.nvmlShutdown()
 
     def metrics(self) -> list[dict]:
         util = [{"metric": "gpu_util", "value": sum(self.util) / len(self.util), "unit": "%"}] if self.util else []

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis import aggregate
-from profiles import energy
+from profiles import energy, nvml_sampler
 
 # A power series as NVML's sampler records it: 100 W for 1 s, then a ramp to 300 W over 1 s.
 SERIES = [{"t": t, "power_w": w, "sm_mhz": c, "mem_mhz": 2619, "temp_c": tc, "reasons": r}
@@ -111,7 +111,7 @@ def test_the_instantaneous_power_field_is_read_in_watts_or_left_to_the_average(f
     import pynvml
     nvml = type("Nvml", (), {"NVML_FI_DEV_POWER_INSTANT": pynvml.NVML_FI_DEV_POWER_INSTANT, "NVML_SUCCESS": 0,
                              "nvmlDeviceGetFieldValues": staticmethod(lambda h, ids: [field])})
-    assert energy.instant_power(nvml, None) == (pytest.approx(expected) if expected else None)
+    assert nvml_sampler.instant_power(nvml, None) == (pytest.approx(expected) if expected else None)
 
 
 H100 = Path(__file__).parent / "data" / "h100-energy"
@@ -167,3 +167,21 @@ def test_a_cell_held_below_its_clocks_in_most_samples_is_a_caveat():
                              "status": "ok", "n": 3, "failed": 0, "reason": None} for w, v, x in rows])
     c = first.caveats(summary, pd.DataFrame(columns=["run_set"]))
     assert c["throttled"] == [("lstm/optimized", 100.0), ("vit_b_16/optimized", 96.6)]
+
+
+def test_only_the_samples_inside_the_window_count():
+    """The sampling process runs from the observer's start; the window keeps what it spans."""
+    taken = [{**s, "util": u, "averaged": a} for s, u, a in zip(SERIES, (10, 90, 95), (True, False, False))]
+    samples, util, averaged = energy.window(taken, 0.5, 2.0)
+    assert samples == SERIES[1:] and util == [90, 95] and not averaged
+    assert energy.window(taken, 0.0, 1.0)[2]
+
+
+def test_without_nvml_the_sampling_process_says_why_and_ends():
+    """This machine has no NVIDIA driver: the process started beside the run ends with the window
+    and its reason reaches the record; no samples, no metrics."""
+    sampler = energy.GpuSampler(period=0.01)
+    with sampler.running():
+        pass
+    assert sampler._child.returncode is not None
+    assert sampler.metrics() == [] and sampler.why.startswith("NVML unavailable")

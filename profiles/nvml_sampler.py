@@ -1,0 +1,59 @@
+"""NVML's sampler in a process of its own, so that its Python never takes the training process's
+GIL, which a compiled step's launches hold nearly all the time. Run as a script:
+samples one GPU every `period` s until a line on its stdin (not its end: a DataLoader worker forked
+from the training process holds that pipe open too), then prints the samples as one JSON
+object (or why it could not sample). Standard library and pynvml only: it starts in a blink."""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+VALUE_FIELDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}  # nvmlValueType_t
+
+
+def instant_power(nvml, h) -> float | None:
+    """The GPU's instantaneous power (W) where the driver gives it (NVML's field
+    NVML_FI_DEV_POWER_INSTANT), else None: nvmlDeviceGetPowerUsage averages over the last second on
+    Ampere (but GA100) and newer GPUs, which lags a window of a second or two behind the counter."""
+    try:
+        v = nvml.nvmlDeviceGetFieldValues(h, [nvml.NVML_FI_DEV_POWER_INSTANT])[0]
+        if v.nvmlReturn != nvml.NVML_SUCCESS:
+            return None
+        return float(getattr(v.value, VALUE_FIELDS[v.valueType])) / 1e3  # mW
+    except Exception:  # an older driver or binding without the field: the averaged reading stands in
+        return None
+
+
+def sample(nvml, h) -> dict:
+    """One sample: time (the monotonic clock every process of the host shares), power, whether it is
+    NVML's 1 s average, utilization, clocks, temperature, clock-event reasons."""
+    watts = instant_power(nvml, h)
+    return {"t": time.perf_counter(), "util": nvml.nvmlDeviceGetUtilizationRates(h).gpu,
+            "power_w": nvml.nvmlDeviceGetPowerUsage(h) / 1e3 if watts is None else watts, "averaged": watts is None,
+            "sm_mhz": nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM),
+            "mem_mhz": nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM),
+            "temp_c": nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU),
+            "reasons": nvml.nvmlDeviceGetCurrentClocksEventReasons(h)}
+
+
+def main(device_index: int, period: float) -> dict:
+    try:
+        import pynvml as nvml
+        nvml.nvmlInit()
+        h = nvml.nvmlDeviceGetHandleByIndex(device_index)
+    except Exception as e:  # no NVIDIA driver
+        return {"why": f"NVML unavailable: {e}"}
+    done = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), done.set()), daemon=True).start()
+    samples = []
+    while not done.is_set():
+        samples.append(sample(nvml, h))
+        done.wait(period)
+    nvml.nvmlShutdown()
+    return {"samples": samples}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(int(sys.argv[1]), float(sys.argv[2]))))
