@@ -71,7 +71,8 @@ class GpuSampler:
         self.seconds = 0.0
         self.why: str | None = None
         self.averaged = False  # a sample fell back to NVML's power reading averaged over the last second
-        self._child = subprocess.Popen([sys.executable, str(SAMPLER), str(device_index), str(period)],
+        # -P: no module of profiles/ shadows one the sampler imports
+        self._child = subprocess.Popen([sys.executable, "-P", str(SAMPLER), str(device_index), str(period)],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def _collect(self, t0: float, t1: float) -> None:

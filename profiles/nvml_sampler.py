@@ -56,4 +56,8 @@ def main(device_index: int, period: float) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(int(sys.argv[1]), float(sys.argv[2]))))
+    result = json.dumps(main(int(sys.argv[1]), float(sys.argv[2])))
+    try:
+        print(result)
+    except BrokenPipeError:  # the run ended without asking for them (a cell that failed before its window)
+        pass
