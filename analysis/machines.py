@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from analysis import report, summary as first
+from analysis import diagnosis, report, summary as first
 from analysis.tables import CI, fmt, num, ratio_text, table
 
 
@@ -67,6 +67,37 @@ def gains_table(tables: dict[str, dict]) -> str:
     return table(wide[(wide != "").any(axis=1)].reset_index())
 
 
+FOLLOWS = 0.10  # a throughput ratio within this of a measured limit's ratio follows that limit
+
+
+def differences_table(tables: dict[str, dict], limits: dict[str, dict]) -> str:
+    """Per workload, optimized's throughput on each machine over the first's (medians of runs on each:
+    not paired), beside the same ratio of the measured matmul peak at optimized's precision and of
+    the memory bandwidth, and what holds optimized on each machine (the report's rule)."""
+    machines = list(tables)
+    if len(machines) < 2:
+        return ""
+    ref, rows = machines[0], []
+    for w in first.workload_order({w for t in tables.values() for w in t["summary"].workload.unique()}):
+        tput = {m: first.row(t["summary"], w, "optimized", first.throughput_metric(t["summary"], w)) for m, t in tables.items()}
+        v = tables[ref]["variants"]
+        prec = v[(v.workload == w) & (v.variant == "optimized")].precision
+        for m in machines[1:]:
+            if tput[ref] is None or tput[m] is None or prec.empty:
+                continue
+            ratio = tput[m]["median"] / tput[ref]["median"]
+            peak = [limits[x].get("peak_tflops", {}).get(prec.iloc[0]) for x in (ref, m)]
+            band = [limits[x].get("bandwidth_gbps") for x in (ref, m)]
+            said = {f"{p} ratio": None if None in pair else pair[1] / pair[0] for p, pair in (("peak", peak), ("bandwidth", band))}
+            follows = [k.split()[0] for k, x in said.items() if x and abs(ratio / x - 1) <= FOLLOWS]
+            rows.append({"workload": w, f"optimized, {m} / {ref}": f"{ratio:.3g}x",
+                         f"matmul peak at {prec.iloc[0]}, {m} / {ref}": "" if said["peak ratio"] is None else f"{said['peak ratio']:.3g}x",
+                         f"memory bandwidth, {m} / {ref}": "" if said["bandwidth ratio"] is None else f"{said['bandwidth ratio']:.3g}x",
+                         "follows": ", ".join(follows) or "neither",
+                         **{f"what holds optimized on {x}": diagnosis.holding(tables[x]["summary"], w, "optimized") for x in (ref, m)}})
+    return table(pd.DataFrame(rows)) if rows else ""
+
+
 def claims_table(tables: dict[str, dict]) -> str:
     per = {m: report.claims_rows(t) for m, t in tables.items()}
     base = next(iter(per.values()))
@@ -98,5 +129,13 @@ def render(root: str | Path) -> Path:
              "A step-side fix at the step alone where the ladder holds it, else with the other fixes on, else alone "
              "against the baseline (the report's rule).\n", gains_table(tables),
              "## The documented claims, per machine\n", claims_table(tables)]
+    diff = differences_table(tables, {d.name: json.loads((d / "limits.json").read_text()) if (d / "limits.json").is_file()
+                                      else {} for d in dirs})
+    if diff:
+        parts[-2:-2] = ["## Where the machines differ, and what the measurements say of why\n",
+                        f"optimized's throughput ratio between two machines (medians of each one's runs, never paired) "
+                        f"beside the ratios of what each machine measured of itself: it **follows** a limit whose ratio "
+                        f"it matches within {FOLLOWS:.0%}; where it follows neither, what holds optimized on each "
+                        "machine (from its own records) says what paces it.\n", diff]
     path.write_text("\n".join(parts))
     return path

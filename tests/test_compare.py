@@ -158,3 +158,26 @@ def test_the_machines_page_takes_a_machine_whose_records_hold_only_step_alone_ce
     text = machines.render(tmp_path).read_text()
     optimized = next(line for line in text.splitlines() if line.startswith("| resnet50 | optimized |"))
     assert optimized.split("|")[3].strip() == "" and "samples/s" in optimized.split("|")[4]
+
+
+def test_a_throughput_ratio_between_machines_is_read_against_the_ratios_of_their_measured_limits():
+    """A GPU-bound workload twice as fast where the measured matmul peak is twice as high follows the
+    peak; one that moved with neither peak nor bandwidth says so, with what holds it on each machine."""
+    import pandas as pd
+    from analysis import machines
+
+    def tables(tputs, busy):
+        rows = [{"workload": w, "variant": "optimized", "profiler": "timing", "metric": m, "unit": u, "status": "ok",
+                 "median": x, "lo": x, "hi": x, "n": 3}
+                for w, x in tputs.items() for m, u, x in (("throughput", "samples/s", x), ("gpu_util", "%", busy))]
+        variants = pd.DataFrame([{"workload": w, "variant": "optimized", "precision": "amp-bf16"} for w in tputs])
+        return {"summary": pd.DataFrame(rows), "variants": variants}
+
+    t = {"h100": tables({"resnet50": 1000.0, "lstm": 1000.0}, 95.0), "h200": tables({"resnet50": 2000.0, "lstm": 1000.0}, 60.0)}
+    limits = {"h100": {"peak_tflops": {"amp-bf16": 500.0}, "bandwidth_gbps": 3000.0},
+              "h200": {"peak_tflops": {"amp-bf16": 1000.0}, "bandwidth_gbps": 4500.0}}
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in machines.differences_table(t, limits).splitlines()[2:]}
+    assert rows["resnet50"][:4] == ["2x", "2x", "1.5x", "peak"]
+    assert rows["lstm"][:4] == ["1x", "2x", "1.5x", "neither"] and "the GPU idles 40%" in rows["lstm"][5]
+    assert machines.differences_table({"h100": t["h100"]}, limits) == ""
