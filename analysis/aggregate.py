@@ -311,7 +311,8 @@ def variant_table(records: list[dict], catalog=()) -> pd.DataFrame:
     for w in {r["keys"]["workload"] for r in records}:  # a variant without a record keeps its place
         rows |= {(w, v): {} for v in meta if (w, v) not in rows}
     return pd.DataFrame([{"workload": w, "variant": v, "kind": meta.get(v, {}).get("kind", "other"),
-                          "about": meta.get(v, {}).get("about", ""), "chain": meta.get(v, {}).get("chain", ""),
+                          "about": meta.get(v, {}).get("about", ""), "predicts": meta.get(v, {}).get("predicts", ""),
+                          "chain": meta.get(v, {}).get("chain", ""),
                           "order": meta.get(v, {}).get("order", len(meta)), "side": meta.get(v, {}).get("side", ""), **k}
                          for (w, v), k in sorted(rows.items())])
 

@@ -357,7 +357,9 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
         if text:
             parts += [f"### {title}\n", text]
     appendix = [f"## {workload}\n"]
-    for title, text in (("Past the articles: levers on top of optimized", sections.tuning_section(summary, tables["ratios"], workload, kinds.get("lever", []))),
+    predicts = {n: p for n, p in zip(v.variant, v.predicts) if isinstance(p, str) and p} if "predicts" in v else None
+    levers = sections.tuning_section(summary, tables["ratios"], workload, kinds.get("lever", []), predicts)
+    for title, text in (("Past the articles: levers on top of optimized, each beside the gain it predicts", levers),
                         ("Where the time goes, every profiled variant", sections.time_section(summary, workload, None)),
                         ("Ceilings: the loader alone and the step alone", sections.ceilings_section(summary, workload, names)),
                         ("Kernels of every profiled variant", sections.kernels_section(tables["kernels"], workload)),

@@ -206,12 +206,30 @@ def loss_notes(summary, workload: str):
                       + failed.get(v, ""))
 
 
-def tuning_section(summary, ratios, workload: str, names: list[str]) -> str:
-    """The levers past the articles' fixes (optimized+<lever>), each against optimized."""
+def tuning_section(summary, ratios, workload: str, names: list[str], predicts: dict[str, str] | None = None) -> str:
+    """The levers past the articles' fixes (optimized+<lever>), each against optimized; with
+    `predicts` (variant -> the gain it predicts), the prediction and whether its paired ratio bore it out."""
     note = loss_notes(summary, workload)
+    said = (lambda v: {"predicts": predicts.get(v, "(none stated)"),  # noqa: E731
+                       "as predicted": outcome(ratio_row(ratios, workload, "optimized", v))} if v != "optimized" else {}
+            ) if predicts else (lambda v: {})
     rows = over_optimized(summary, ratios, workload, names,
-                          lambda v, r, ref: {"loss vs baseline (%)": note(v)})
-    return table(pd.DataFrame(rows)) if rows else ""
+                          lambda v, r, ref: {**said(v), "loss vs baseline (%)": note(v)})
+    if not rows:
+        return ""
+    df = pd.DataFrame(rows).fillna("")
+    if "predicts" in df:  # the prediction first, its outcome beside the ratio that decides it
+        cols = [c for c in df.columns if c not in ("predicts", "as predicted")]
+        df = df[["variant", "predicts", *cols[1:3], "as predicted", *cols[3:]]]
+    return table(df)
+
+
+def outcome(r) -> str:
+    """A lever's paired ratio against its prediction of a gain: yes (an established gain), no (an
+    established loss), or why neither."""
+    if r is None:
+        return "not measured"
+    return {"gain": "yes", "loss": "no: slower"}.get(r["status"], r["status"])
 
 
 def ceilings_section(summary, workload: str, names: list[str]) -> str:

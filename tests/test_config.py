@@ -22,6 +22,9 @@ def test_shipped_config_is_valid():
     ({"baseline": {"compile": "fast"}}, r"at baseline\.compile: 'fast' is not allowed; allowed: \[False, \['default'"),
     ({"baseline": {"turbo": True}}, r"at baseline: unknown key\(s\) \['turbo'\]; allowed: \['batch_scale'"),
     ({"bogus": 1}, r"config error at \(top level\): unknown key\(s\) \['bogus'\]"),
+    ({"predictions": {"bf16-grahps": "faster"}}, r"at predictions: \['bf16-grahps'\] name no lever under tuning; levers: "
+                                                  r"\['batch400', 'bf16'"),
+    ({"predictions": {"bf16": 1.1}}, r"at predictions\.bf16: 1\.1 is not of type 'string'"),
 ])
 def test_bad_value_names_the_key(overrides, pattern):
     with pytest.raises(ConfigError, match=pattern):

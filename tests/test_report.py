@@ -244,7 +244,9 @@ def test_a_lever_that_failed_in_some_runs_is_marked_against_optimized_too(tmp_pa
     rows = [line for line in text.splitlines() if line.startswith("| optimized+bf16-fused-sgd |")]
     assert len(rows) == 1  # each lever once: in the levers' table, against optimized
     assert all(row.endswith("**failed in 1 of 3 runs** |") for row in rows)
-    assert [row.split(" | ")[2] for row in rows] == ["failed"]  # no ratio from a cell that failed in its set
+    header = next(line for line in text.splitlines() if line.startswith("| variant | predicts |")).split(" | ")
+    column = header.index("vs optimized (paired, 95 % CI; from 3 pairs, their range)")
+    assert [row.split(" | ")[column] for row in rows] == ["failed"]  # no ratio from a cell that failed in its set
     r = ratio_row(pd.read_csv(tmp_path / "h200" / "ratios.csv"), "vit_b_16", "optimized", "optimized+bf16-fused-sgd")
     assert (r.status, r.why) == ("failed", "optimized+bf16-fused-sgd failed in 1 of 3 runs")
     assert not re.search(r"\d\.\d{6,}", text)  # every number in the report is formatted
@@ -735,3 +737,27 @@ def test_claim_tests_whose_cells_did_not_run_fold_into_one_line_that_keeps_each_
     assert "not run here:" not in text and "| lstm-shape" not in text
     assert ('Not run on this machine (a cell of the pair has no record here): item-sync (step_time_mean); '
             '<a id="claim-lstm-shape"></a>lstm-shape (token_throughput x2).') in text
+
+
+def test_each_lever_is_set_beside_the_gain_it_predicts_and_whether_its_paired_ratio_bore_it_out():
+    from analysis import sections
+    from trainperf import config, variants
+    said = {c["variant"]: c["predicts"] for c in variants.catalog(config.load())}
+    assert said["optimized+bf16-step-graph"].startswith("with the whole step one graph launch") and said["optimized"] == ""
+    rows = [{"workload": "resnet50", "variant": v, "profiler": "timing", "metric": "throughput", "unit": "samples/s",
+             "status": "ok", "median": x, "lo": x, "hi": x, "n": 3, "failed": 0, "reason": None}
+            for v, x in (("optimized", 5000.0), ("optimized+bf16", 5130.0), ("optimized+bf16-step-graph", 4850.0),
+                         ("optimized+cuda-graphs", 5010.0))]
+    ratios = pd.DataFrame([{"workload": "resnet50", "before": "optimized", "after": v, "profiler": "timing",
+                            "metric": "throughput", "median": m, "lo": m, "hi": m, "n": 3, "status": s}
+                           for v, m, s in (("optimized+bf16", 1.03, "gain"), ("optimized+bf16-step-graph", 0.97, "loss"),
+                                           ("optimized+cuda-graphs", 1.0, "not established"))])
+    text = sections.tuning_section(pd.DataFrame(rows), ratios, "resnet50",
+                                   ["optimized+bf16", "optimized+bf16-step-graph", "optimized+cuda-graphs"],
+                                   {"optimized+bf16": "no GradScaler", "optimized+bf16-step-graph": "one graph"})
+    lines = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in text.splitlines()[2:]}
+    assert text.startswith("| variant | predicts | throughput")
+    assert (lines["optimized+bf16"][0], lines["optimized+bf16"][3]) == ("no GradScaler", "yes")
+    assert lines["optimized+bf16-step-graph"][3] == "no: slower"
+    assert (lines["optimized+cuda-graphs"][0], lines["optimized+cuda-graphs"][3]) == ("(none stated)", "not established")
+    assert "predicts" not in sections.tuning_section(pd.DataFrame(rows), ratios, "resnet50", ["optimized+bf16"])

@@ -62,6 +62,10 @@ def validate(config: dict) -> dict:
     if errors:
         error = jsonschema.exceptions.best_match(errors)
         raise ConfigError(_describe(error))
+    stray = sorted(set(config.get("predictions", {})) - set(config.get("tuning", {})))
+    if stray:
+        raise ConfigError(f"config error at predictions: {stray} name no lever under tuning; levers: "
+                          f"{sorted(config.get('tuning', {}))}")
     return config
 
 

@@ -187,7 +187,9 @@ def catalog(config: dict) -> list[dict]:
     kinds |= {f"ddp{n}": ("ddp", str(n)) for n in config.get("scaling", {}).get("processes", [])}
     chain = {v: c for v, (c, _) in stages(config).items()} | {v: g for v, (g, _) in grid_points(config).items()}
     knobs = {**steps(config), **{v: p for v, (_, p) in grid_points(config).items()}}
-    return [{"variant": v, "kind": kinds[v][0], "about": kinds[v][1], "chain": chain.get(v, ""), "order": i,
+    predicts = {f"optimized+{t}": p for t, p in config.get("predictions", {}).items()}
+    return [{"variant": v, "kind": kinds[v][0], "about": kinds[v][1], "predicts": predicts.get(v, ""),
+             "chain": chain.get(v, ""), "order": i,
              "side": side(knobs.get(v if kinds[v][0] == "grid" else kinds[v][1], {}))}
             for i, v in enumerate(names(config))]
 
