@@ -123,15 +123,19 @@ TIME_NOTE = ("**Where the time goes**: the bars are the training thread's time i
 
 
 def host_calls_section(calls: pd.DataFrame, workload: str, top: int = 5) -> str:
-    """The CUDA API calls that took the host the most time per step in each nsys run."""
+    """The CUDA API calls that took the host the most time per step, per variant: each call's median
+    over the variant's nsys runs (a call a run did not list counts in the runs that did)."""
     c = calls[calls.workload == workload]
     if not len(c):
         return ""
+    c = c.assign(call=c.name.str.replace(r"_v\d+$", "", regex=True)).groupby(
+        ["variant", "call", "thread", "waits"], as_index=False).agg(
+        per_step=("per_step", "median"), ms_per_step=("ms_per_step", "median"), runs=("rep", "size"))
     c = c.sort_values(["variant", "ms_per_step"], ascending=[True, False]).groupby("variant", sort=False).head(top)
-    shown = pd.DataFrame({"variant": c.variant, "call": c.name.str.replace(r"_v\d+$", "", regex=True),
-                          "thread": c.thread, "waits for the GPU": c.waits.map({True: "yes", False: ""}),
-                          "calls/step": c.per_step.map(num), "host ms/step": c.ms_per_step.map(num)})
-    return (f"Top {top} CUDA API calls per variant by host time (nsys; thread `training` runs the loop, the "
+    shown = pd.DataFrame({"variant": c.variant, "call": c.call, "thread": c.thread,
+                          "waits for the GPU": c.waits.map({True: "yes", False: ""}), "calls/step": c.per_step.map(num),
+                          "host ms/step": c.ms_per_step.map(num), "nsys runs": c.runs})
+    return (f"Top {top} CUDA API calls per variant by host time (nsys, median over its runs; thread `training` runs the loop, the "
             "others by their names, `pt_autograd_0` being autograd's backward thread (`other`: a thread of a "
             "record made before names were read); a call that waits for the GPU is a synchronize or a "
             "device-to-host copy; calls on different threads overlap):\n\n" + table(shown))
@@ -359,7 +363,7 @@ def overhead_section(summary: pd.DataFrame) -> str:
 
 
 METER_HEAD = ("Every timing run meters the GPU: NVML's energy counter read at the measured window's ends, and power, "
-              "clocks, temperature and clock-event reasons sampled every 50 ms on a thread of the training process. "
+              "clocks, temperature and clock-event reasons sampled every 50 ms (profiles/energy.py says how). "
               "What it costs: cells run again without the meter (profiler `bare`; `step-bare` for the step alone, "
               "where no input side varies), paired by repetition; the throughput with the meter over without (1: no "
               "cost). How far the two energy figures agree: the power samples "

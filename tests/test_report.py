@@ -761,3 +761,20 @@ def test_each_lever_is_set_beside_the_gain_it_predicts_and_whether_its_paired_ra
     assert lines["optimized+bf16-step-graph"][3] == "no: slower"
     assert (lines["optimized+cuda-graphs"][0], lines["optimized+cuda-graphs"][3]) == ("(none stated)", "not established")
     assert "predicts" not in sections.tuning_section(pd.DataFrame(rows), ratios, "resnet50", ["optimized+bf16"])
+
+
+def test_a_host_call_listed_by_several_nsys_runs_of_a_variant_is_one_row_their_median(tmp_path):
+    """The same H200 capture as a second run, its calls three times as long: each call once, at the
+    median of the two runs, with how many runs listed it."""
+    from analysis import sections
+    record = Path(__file__).parent / "data" / "h200-captures" / "resnet50-bf16-graphs-nsys" / "metrics.json"
+    again = json.loads(record.read_text())
+    again["keys"] = {**again["keys"], "rep": 1}
+    for c in again["nsys"]["api_calls"]:
+        c["ms_per_step"] *= 3
+    (tmp_path / "again.json").write_text(json.dumps(again))
+    tables([record, tmp_path / "again.json"], [], tmp_path / "h200")
+    section = sections.host_calls_section(pd.read_csv(tmp_path / "h200" / "api_calls.csv"), "resnet50")
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| optimized+bf16-graphs |")]
+    top = max(json.loads(record.read_text())["nsys"]["api_calls"], key=lambda c: c["ms_per_step"])
+    assert len(rows) == 5 and rows[0][5] == num(2 * top["ms_per_step"]) and rows[0][6] == "2 |"
