@@ -122,6 +122,26 @@ def cmd_matrix(args) -> int:
     return 0
 
 
+def cmd_estimate(args) -> int:
+    """How long a preset would take on the machine of a results folder, from its runs there."""
+    from trainperf import config, estimate, matrix
+    folder = Path(args.folder)
+    gpu = folder.name != "cpu"
+    chosen = {k: v for k, v in (("workloads", args.workloads), ("variants", args.variants),
+                                 ("profilers", args.profilers)) if v}
+    cfg = config.load(args.config, {"gpu_jobs": gpu, "machine": folder.name, "preset": args.preset, **chosen})
+    e = estimate.estimate({**matrix.resolve(cfg), "gpus": 1 if gpu else 0}, folder)
+    for r in e["table"].itertuples():
+        print(f"{r.workload:14} {r.profiler:9} {r.runs:4d} runs {r.seconds / 60:6.1f} min"
+              + (f"  ({r.unknown} never run on {folder.name}: not counted)" if r.unknown else ""))
+    print(f"compile stage, cold caches: {e['compile_s'] / 60:.1f} min"
+          + (f" ({e['compile_unknown']} folders never built on {folder.name}: not counted)" if e["compile_unknown"] else ""))
+    print(f"total: {e['total_s'] / 60:.1f} min of runs and compiling on {folder.name} (each run's median there); not "
+          "counted: each sweep's start (a process per workload, profiler and repetition), the data, limits and report "
+          "rules, and the confirming repetitions of ratios undecided at 3 pairs")
+    return 0
+
+
 def cmd_probe(args) -> int:
     from trainperf import matrix
     from workloads import probe
@@ -277,6 +297,15 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--preset", help="a preset of the config (default: auto)")
     m.add_argument("--config", default=CONFIG)
     m.set_defaults(func=cmd_matrix)
+    es = sub.add_parser("estimate", help="how long a preset would take on the machine of a results folder, from its "
+                        "runs there (before a run, not instead of one)")
+    es.add_argument("folder", help="results/<machine>: its cells.csv and compiles.csv")
+    es.add_argument("--preset", default="headline")
+    es.add_argument("--workloads", nargs="+", help="only these workloads (default: the config's)")
+    es.add_argument("--variants", nargs="+", help="only these variants (default: the preset's)")
+    es.add_argument("--profilers", nargs="+", help="only these profilers (default: the config's)")
+    es.add_argument("--config", default=CONFIG)
+    es.set_defaults(func=cmd_estimate)
     pe = sub.add_parser("pending", help="a machine's cells without a record (skipped, or not run yet) as JSON")
     pe.add_argument("--machine", required=True, help="the machine's name, as in runs/<machine>/")
     pe.add_argument("--gpus", type=int, required=True, help="its GPUs (0: the cpu preset)")
