@@ -120,6 +120,9 @@ def test_pending_lists_the_cells_without_a_record_each_with_why(tmp_path, monkey
     # ncu reads its kernels from the same cell's nsys timeline
     (("gpu", "profile", "ncu"), {"variants": ["amp-bf16"]}, r"presets\.gpu\.profile\.ncu\.variants: not observed by nsys too"),
     (("gpu", "profile", "ncu"), {"variants": ["baseline"], "repeat": True}, r"presets\.gpu\.profile\.ncu\.repeat: ncu repeats"),
+    (("headline", "profile", "ncu"), {"variants": ["baseline"], "workloads": ["resnet50", "lstm"], "repeat": ["resnet50", "lstm"]},
+     r"presets\.headline\.profile\.ncu\.repeat: ncu repeats \['resnet50', 'lstm'\], nsys \['resnet50'\]"),
+    (("headline", "profile", "torch"), {"repeat": ["alexnet"]}, r"presets\.headline\.profile\.torch\.repeat: unknown name 'alexnet'"),
 ])
 def test_every_value_a_cell_uses_is_checked_before_anything_runs(where, value, pattern):
     c = _load(preset="cpu")
@@ -140,3 +143,15 @@ def test_an_unknown_preset_names_the_presets():
     with pytest.raises(ConfigError, match=r"preset: 'tpu' is not one of the presets: cpu, gpu, headline"):
         matrix.resolve(_load(preset="tpu"))
 
+
+
+def test_a_profiler_repeats_the_workloads_its_repeat_lists_and_observes_the_others_once():
+    """The headline's traces: ResNet-50's in every repetition (claims read their values), the LSTM's once."""
+    c = matrix.resolve(config.load(overrides={"gpu_jobs": True, "machine": "h100", "preset": "headline"}))
+    reps = {}
+    for cell in matrix.cells({**c, "gpus": 1}):
+        k = cell["keys"]
+        if k["profiler"] in ("nsys", "ncu") and k["variant"] == "baseline":
+            reps.setdefault((k["workload"], k["profiler"]), set()).add(k["rep"])
+    assert reps[("resnet50", "nsys")] == reps[("resnet50", "ncu")] == {0, 1, 2}
+    assert reps[("lstm", "nsys")] == reps[("lstm", "ncu")] == {0}

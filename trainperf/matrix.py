@@ -69,9 +69,10 @@ def check_ncu_follows_nsys(preset: str, profile: dict) -> None:
         if theirs != "all":
             ours = ncu.get(key, "all")
             _unknown(f"presets.{preset}.profile.ncu.{key}", ["all"] if ours == "all" else ours, theirs, why)
-    if ncu.get("repeat") and not nsys.get("repeat"):
-        raise ConfigError(f"presets.{preset}.profile.ncu.repeat: ncu repeats, nsys does not (ncu reads its kernels "
-                          f"from the cell's nsys timeline): set presets.{preset}.profile.nsys.repeat too")
+    ours, theirs = ncu.get("repeat", False), nsys.get("repeat", False)
+    if ours and theirs is not True and (ours is True or not set(ours) <= set(theirs or [])):
+        raise ConfigError(f"presets.{preset}.profile.ncu.repeat: ncu repeats {ours}, nsys {theirs} (ncu reads its "
+                          f"kernels from the cell's nsys timeline): let presets.{preset}.profile.nsys.repeat cover it")
 
 
 def check_values(key: str, lists: dict) -> None:
@@ -92,6 +93,8 @@ def check_names(config: dict, known: dict) -> None:
         for profiler, chosen in p.get("profile", {}).items():
             for key in ("variants", "workloads"):
                 _unknown(f"presets.{preset}.profile.{profiler}.{key}", chosen.get(key, "all"), known[key])
+            if isinstance(chosen.get("repeat"), list):
+                _unknown(f"presets.{preset}.profile.{profiler}.repeat", chosen["repeat"], known["workloads"])
             if "variants" in p:  # a profiled variant the preset does not run would silently never be observed
                 _unknown(f"presets.{preset}.profile.{profiler}.variants", chosen.get("variants", "all"),
                          p["variants"], "not among the preset's variants:")
@@ -219,10 +222,17 @@ def cell(config: dict, workload_name: str, variant: str, profiler: str = "timing
 def cells(config: dict) -> list[dict]:
     """Every cell, repetition-major so that each repetition sweeps all variants (interleaving).
     Profilers other than timing observe one repetition of the cells the preset names (every one
-    where its `profile` entry says `repeat: true`: a ceiling compared in pairs)."""
+    where its `profile` entry's `repeat` says so: a ceiling compared in pairs, a claim's value)."""
     preset = config["presets"][config["preset"]]
-    repeated = {"timing", *(p for p, chosen in preset.get("profile", {}).items() if chosen.get("repeat"))}
     chained = {v for v, (c, _) in variants.stages(config).items() if "profilers" in config["chains"][c]}
     return [cell(config, w, v, p, r) for r in range(preset["repetitions"]) for p in config["profilers"]
             for w in config["workloads"] for v in config["variants"]
-            if (p in repeated or r == 0 or v in chained) and profiled(config, p, w, v) and variants.in_scope(config, w, v, p)]
+            if (r == 0 or repeats(preset, p, w) or v in chained) and profiled(config, p, w, v)
+            and variants.in_scope(config, w, v, p)]
+
+
+def repeats(preset: dict, profiler: str, workload: str) -> bool:
+    """Does `profiler` observe the workload in every repetition (timing always; the others where
+    their `profile` entry's `repeat` is true or lists the workload), not only the first?"""
+    chosen = True if profiler == "timing" else preset.get("profile", {}).get(profiler, {}).get("repeat", False)
+    return chosen is True or (isinstance(chosen, list) and workload in chosen)
