@@ -10,6 +10,7 @@ throughput (J/sample = W / samples/s).
 from __future__ import annotations
 
 import json
+import select
 import statistics
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 
 RAPL = Path("/sys/class/powercap")
 SAMPLER = Path(__file__).with_name("nvml_sampler.py")
+READY_S = 10.0  # how long a cell waits for its sampling process to start sampling
 # NVML's clock-event reasons that mean the GPU was held below its clocks by power or heat
 THROTTLING = {"sw_power_cap": 0x4, "hw_slowdown": 0x8, "sw_thermal": 0x20, "hw_thermal": 0x40, "hw_power_brake": 0x80}
 
@@ -30,18 +32,21 @@ def integrate(t: list[float], watts: list[float]) -> float:
 
 def summarize(samples: list[dict], seconds: float, counter_j: float | None) -> list[dict]:
     """A window's energy metrics from its samples (t, power_w, sm_mhz, mem_mhz, temp_c, reasons)
-    and the energy counter's difference (None where the GPU has no counter)."""
-    if not samples:
-        return []
+    and the energy counter's difference (None where the GPU has no counter); the counter alone
+    where no sample fell in the window, nothing with neither counter nor two samples."""
     sampled = integrate([s["t"] for s in samples], [s["power_w"] for s in samples])
-    span = samples[-1]["t"] - samples[0]["t"]
+    span = samples[-1]["t"] - samples[0]["t"] if samples else 0.0
     energy = counter_j if counter_j is not None else sampled * seconds / span if span else None
+    if energy is None or not seconds:
+        return []
     out = [{"metric": "energy", "value": energy, "unit": "J"},
            {"metric": "mean_power", "value": energy / seconds, "unit": "W"},
            {"metric": "energy_counter", "value": 1.0 if counter_j is not None else 0.0, "unit": "1: NVML counter, 0: sampled power"}]
     if counter_j is not None and span:  # the sampled power over the same window, as a cross-check (%)
         out.append({"metric": "energy_sampled_vs_counter", "value": 100 * (sampled / span) / (counter_j / seconds) - 100,
                     "unit": "%"})
+    if not samples:
+        return out
     for key, name, unit in (("sm_mhz", "sm_clock", "MHz"), ("mem_mhz", "mem_clock", "MHz"), ("temp_c", "temperature", "C")):
         values = [s[key] for s in samples]
         out += [{"metric": f"{name}_min", "value": float(min(values)), "unit": unit},
@@ -74,11 +79,15 @@ class GpuSampler:
         # -P: no module of profiles/ shadows one the sampler imports
         self._child = subprocess.Popen([sys.executable, "-P", str(SAMPLER), str(device_index), str(period)],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        # its first line: "ready" once it samples (before the cell's setup, so before its window), or why not
+        waiting, _, _ = select.select([self._child.stdout], [], [], READY_S)
+        self._first = self._child.stdout.readline() if waiting else ""
 
     def _collect(self, t0: float, t1: float) -> None:
         """Stop the sampling process; keep its samples from t0 to t1 (or say why there are none)."""
         try:
-            out = json.loads(self._child.communicate("stop\n", timeout=30)[0] or "{}")
+            text = self._first + self._child.communicate("stop\n", timeout=30)[0]
+            out = json.loads(text.removeprefix("ready\n") or "{}")
         except (subprocess.TimeoutExpired, json.JSONDecodeError) as e:
             self._child.kill()
             out = {"why": f"the sampling process gave no samples: {e}"}

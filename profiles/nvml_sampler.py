@@ -1,8 +1,8 @@
 """NVML's sampler in a process of its own, so that its Python never takes the training process's
-GIL, which a compiled step's launches hold nearly all the time. Run as a script:
-samples one GPU every `period` s until a line on its stdin (not its end: a DataLoader worker forked
-from the training process holds that pipe open too), then prints the samples as one JSON
-object (or why it could not sample). Standard library and pynvml only: it starts in a blink."""
+GIL, which a compiled step's launches hold nearly all the time. Run as a script: it says "ready"
+once it samples, samples one GPU every `period` s until a line on its stdin (not the pipe's end: a
+DataLoader worker forked from the training process holds that open too), then prints the samples
+as one JSON object; or, where NVML is missing, why, at once. Standard library and pynvml only."""
 from __future__ import annotations
 
 import json
@@ -45,6 +45,7 @@ def main(device_index: int, period: float) -> dict:
         h = nvml.nvmlDeviceGetHandleByIndex(device_index)
     except Exception as e:  # no NVIDIA driver
         return {"why": f"NVML unavailable: {e}"}
+    print("ready", flush=True)
     done = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.readline(), done.set()), daemon=True).start()
     samples = []
