@@ -90,11 +90,13 @@ def differences_table(tables: dict[str, dict], limits: dict[str, dict]) -> str:
             band = [limits[x].get("bandwidth_gbps") for x in (ref, m)]
             said = {f"{p} ratio": None if None in pair else pair[1] / pair[0] for p, pair in (("peak", peak), ("bandwidth", band))}
             follows = [k.split()[0] for k, x in said.items() if x and abs(ratio / x - 1) <= FOLLOWS]
-            rows.append({"workload": w, f"optimized, {m} / {ref}": f"{ratio:.3g}x",
-                         f"matmul peak at {prec.iloc[0]}, {m} / {ref}": "" if said["peak ratio"] is None else f"{said['peak ratio']:.3g}x",
-                         f"memory bandwidth, {m} / {ref}": "" if said["bandwidth ratio"] is None else f"{said['bandwidth ratio']:.3g}x",
+            rows.append({"workload": w, "machines": f"{m} / {ref}", "optimized": f"{ratio:.3g}x",
+                         "matmul peak at optimized's precision": "" if said["peak ratio"] is None else
+                         f"{said['peak ratio']:.3g}x ({prec.iloc[0]})",
+                         "memory bandwidth": "" if said["bandwidth ratio"] is None else f"{said['bandwidth ratio']:.3g}x",
                          "follows": ", ".join(follows) or "neither",
-                         **{f"what holds optimized on {x}": diagnosis.holding(tables[x]["summary"], w, "optimized") for x in (ref, m)}})
+                         "what holds optimized on each": "; ".join(
+                             f"{x}: {diagnosis.holding(tables[x]['summary'], w, 'optimized')}" for x in (ref, m))})
     return table(pd.DataFrame(rows)) if rows else ""
 
 

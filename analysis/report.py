@@ -73,7 +73,8 @@ def variants_table(summary: pd.DataFrame, ratios: pd.DataFrame, workload: str, n
 
 VARIANTS_NOTE = (
     "**Every fix against the baseline**: the columns but the paired ones are the median [min, max] over every run of "
-    "the cell, whichever set of runs, as everywhere in the report; loss vs baseline is the mean training loss over the last {aggregate.LOSS_STEPS} steps a "
+    "the cell, whichever set of runs, as everywhere in the report; loss vs baseline is the mean training loss over "
+    f"the last {aggregate.LOSS_STEPS} steps a "
     "run shares with the baseline's run of its repetition and set of runs, against the baseline's (%): the check "
     f"that a fix still trains, **check** where it sits over {aggregate.LOSS_TOLERANCE:g} % above.\n")
 

@@ -214,9 +214,11 @@ def tuning_section(summary, ratios, workload: str, names: list[str], predicts: d
     """The levers past the articles' fixes (optimized+<lever>), each against optimized; with
     `predicts` (variant -> the gain it predicts), the prediction and whether its paired ratio bore it out."""
     note = loss_notes(summary, workload)
-    said = (lambda v: {"predicts": predicts.get(v, "(none stated)"),  # noqa: E731
-                       "as predicted": outcome(ratio_row(ratios, workload, "optimized", v))} if v != "optimized" else {}
-            ) if predicts else (lambda v: {})
+
+    def said(v: str) -> dict:
+        if not predicts or v == "optimized":
+            return {}
+        return {"predicts": predicts.get(v, "(none stated)"), "as predicted": outcome(ratio_row(ratios, workload, "optimized", v))}
     rows = over_optimized(summary, ratios, workload, names,
                           lambda v, r, ref: {**said(v), "loss vs baseline (%)": note(v)})
     if not rows:

@@ -90,9 +90,17 @@ class GpuSampler:
             out = json.loads(text.removeprefix("ready\n") or "{}")
         except (subprocess.TimeoutExpired, json.JSONDecodeError) as e:
             self._child.kill()
+            self._child.communicate()
             out = {"why": f"the sampling process gave no samples: {e}"}
+        if not out and self._child.returncode:
+            out = {"why": f"the sampling process ended with status {self._child.returncode} and no samples"}
         self.why = self.why or out.get("why")
         self.samples, self.util, self.averaged = window(out.get("samples", []), t0, t1)
+
+    def __del__(self):  # a cell that failed before its window never asked for the samples
+        if getattr(self, "_child", None) is not None and self._child.poll() is None:
+            self._child.kill()
+            self._child.communicate()
 
     @staticmethod
     def _counter(nvml, h) -> float | None:

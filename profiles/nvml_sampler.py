@@ -6,6 +6,7 @@ as one JSON object; or, where NVML is missing, why, at once. Standard library an
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -46,13 +47,17 @@ def main(device_index: int, period: float) -> dict:
     except Exception as e:  # no NVIDIA driver
         return {"why": f"NVML unavailable: {e}"}
     print("ready", flush=True)
-    done = threading.Event()
+    done, parent = threading.Event(), os.getppid()
     threading.Thread(target=lambda: (sys.stdin.readline(), done.set()), daemon=True).start()
     samples = []
-    while not done.is_set():
-        samples.append(sample(nvml, h))
-        done.wait(period)
-    nvml.nvmlShutdown()
+    try:
+        while not done.is_set() and os.getppid() == parent:  # a run that died unasked: stop with it
+            samples.append(sample(nvml, h))
+            done.wait(period)
+    except Exception as e:  # a call the GPU refuses, a GPU lost: the samples so far, and why they end
+        return {"samples": samples, "why": f"NVML sampling stopped: {e}"}
+    finally:
+        nvml.nvmlShutdown()
     return {"samples": samples}
 
 

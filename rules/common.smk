@@ -3,7 +3,7 @@ import json
 from pathlib import Path
 
 from trainperf import config as cfg, matrix
-from workloads import compiled, record as records
+from workloads import record as records
 from workloads.data import check_dataset
 import workloads as registry
 
@@ -71,8 +71,8 @@ def sweep_params(wc):
 # compile their own graphs.
 COMPILES = {}
 for _c in CELLS:
-    if _c["status"] == "run" and _c["spec"]["knobs"].get("compile") and matrix.processes(_c["spec"]) == 1:
-        COMPILES.setdefault(compiled.cache_key(_c["spec"]), _c["spec"])
+    if matrix.compile_key(_c):
+        COMPILES.setdefault(matrix.compile_key(_c), _c["spec"])
 
 
 def kept_skipped():

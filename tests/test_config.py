@@ -123,6 +123,8 @@ def test_pending_lists_the_cells_without_a_record_each_with_why(tmp_path, monkey
     (("headline", "profile", "ncu"), {"variants": ["baseline"], "workloads": ["resnet50", "lstm"], "repeat": ["resnet50", "lstm"]},
      r"presets\.headline\.profile\.ncu\.repeat: ncu repeats \['resnet50', 'lstm'\], nsys \['resnet50'\]"),
     (("headline", "profile", "torch"), {"repeat": ["alexnet"]}, r"presets\.headline\.profile\.torch\.repeat: unknown name 'alexnet'"),
+    (("headline", "profile", "torch"), {"workloads": ["resnet50"], "repeat": ["lstm"]},
+     r"presets\.headline\.profile\.torch\.repeat: not among the workloads torch observes: 'lstm'"),
 ])
 def test_every_value_a_cell_uses_is_checked_before_anything_runs(where, value, pattern):
     c = _load(preset="cpu")
@@ -155,3 +157,12 @@ def test_a_profiler_repeats_the_workloads_its_repeat_lists_and_observes_the_othe
             reps.setdefault((k["workload"], k["profiler"]), set()).add(k["rep"])
     assert reps[("resnet50", "nsys")] == reps[("resnet50", "ncu")] == {0, 1, 2}
     assert reps[("lstm", "nsys")] == reps[("lstm", "ncu")] == {0}
+
+
+def test_ncu_may_repeat_every_workload_it_observes_where_nsys_repeats_each_of_them():
+    c = _load(preset="cpu")
+    c["presets"]["headline"]["profile"]["ncu"]["repeat"] = True  # ncu observes resnet50 and lstm; nsys repeats resnet50
+    with pytest.raises(ConfigError, match=r"ncu repeats \['resnet50', 'lstm'\], nsys \['resnet50'\]"):
+        matrix.resolve(c)
+    c["presets"]["headline"]["profile"]["nsys"]["repeat"] = ["resnet50", "lstm"]
+    matrix.resolve(c)

@@ -191,3 +191,4 @@ def test_the_counter_alone_gives_the_energy_where_no_sample_fell_in_a_short_wind
     m = values(energy.summarize([], 0.2, 33.0))
     assert m == {"energy": 33.0, "mean_power": 165.0, "energy_counter": 1.0}
     assert energy.summarize(SERIES[:1], 0.2, None) == [] and energy.summarize([], 0.2, None) == []
+

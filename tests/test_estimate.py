@@ -52,3 +52,17 @@ def test_the_estimate_command_prints_per_workload_and_profiler_and_says_what_it_
     out = capsys.readouterr().out
     assert "resnet50       timing       6 runs" in out and "lstm           timing       6 runs" in out
     assert "(6 never run on h100: not counted)" in out and out.strip().splitlines()[-1].startswith("total: ")
+
+
+def test_a_run_that_compiled_in_its_cell_counts_as_if_the_compile_stage_had_built_its_graphs():
+    """The stage's time is estimated apart: a cell's runs that loaded their graphs stand for it,
+    else its compiled runs less the first step that compiled."""
+    cells = pd.DataFrame([("a", 10.0, None), ("a", 12.0, None), ("a", 60.0, 50.0), ("b", 60.0, 50.0), ("b", 62.0, 50.0)],
+                         columns=["variant", "seconds", "compile_s"]).assign(workload="resnet50", profiler="timing", status="ok")
+    s = estimate.past_seconds(cells, ["workload", "variant", "profiler"])
+    assert s[("resnet50", "a", "timing")] == 11.0 and s[("resnet50", "b", "timing")] == 11.0
+
+
+def test_a_matrix_with_nothing_to_run_takes_no_time(h100):
+    e = estimate.estimate(gpu_config(workloads=["resnet50"], variants=["ddp8"], profilers=["timing"]), h100)
+    assert e["total_s"] == 0 and e["table"].empty

@@ -250,6 +250,7 @@ def test_a_lever_that_failed_in_some_runs_is_marked_against_optimized_too(tmp_pa
     r = ratio_row(pd.read_csv(tmp_path / "h200" / "ratios.csv"), "vit_b_16", "optimized", "optimized+bf16-fused-sgd")
     assert (r.status, r.why) == ("failed", "optimized+bf16-fused-sgd failed in 1 of 3 runs")
     assert not re.search(r"\d\.\d{6,}", text)  # every number in the report is formatted
+    assert not re.search(r"\{[A-Za-z_.]+(:[^}]*)?\}", text)  # and no template's field is left unfilled
 
 
 def repeat(path: Path, out: Path, rep: int, scale: float = 1.0, commit: str = "3f3a4b6e6edb") -> Path:

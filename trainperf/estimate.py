@@ -9,26 +9,33 @@ from pathlib import Path
 import pandas as pd
 
 from trainperf import matrix
-from workloads import compiled
+
+
+def past_seconds(cells: pd.DataFrame, by: list[str]) -> pd.Series:
+    """Each group's median run time, as it would be after the compile stage: a run that compiled
+    its graphs in its first step (compile_s) counts without that step where no run of the group
+    loaded them from the cache instead; the stage's time is estimated apart."""
+    ok = cells[cells.status == "ok"]
+    loaded = ok[ok.compile_s.isna()].groupby(by).seconds.median()
+    built = (ok.seconds - ok.compile_s.fillna(0)).groupby([ok[k] for k in by]).median()
+    return loaded.combine_first(built)
+
+
+def basis(own: pd.Series, group: pd.Series, keys: dict) -> tuple[float, str]:
+    """A run's seconds: its cell's runs, else its workload's under the same profiler, else none."""
+    cell, wp = (keys["workload"], keys["variant"], keys["profiler"]), (keys["workload"], keys["profiler"])
+    if cell in own.index:
+        return own[cell], "the cell's runs"
+    return (group[wp], "its workload's runs") if wp in group.index else (float("nan"), "no run")
 
 
 def cell_times(config: dict, cells: pd.DataFrame) -> pd.DataFrame:
-    """Each run the matrix would make, with the seconds it took before (median of that cell's ok
-    runs, else of its workload's under the same profiler) and that basis."""
-    ok = cells[cells.status == "ok"]
-    own = ok.groupby(["workload", "variant", "profiler"]).seconds.median()
-    group = ok.groupby(["workload", "profiler"]).seconds.median()
-    rows = []
-    for c in matrix.cells(config):
-        if c["status"] != "run":
-            continue
-        k = c["keys"]
-        cell, wp = (k["workload"], k["variant"], k["profiler"]), (k["workload"], k["profiler"])
-        s, basis = ((own[cell], "the cell's runs") if cell in own.index else (group[wp], "its workload's runs")
-                    if wp in group.index else (float("nan"), "no run"))
-        rows.append({**k, "seconds": s, "basis": basis, "compile_key": compiled.cache_key(c["spec"])
-                     if c["spec"]["knobs"].get("compile") and matrix.processes(c["spec"]) == 1 else None})
-    return pd.DataFrame(rows)
+    """Each run the matrix would make, with the seconds it took before and that basis."""
+    own = past_seconds(cells, ["workload", "variant", "profiler"])
+    group = past_seconds(cells, ["workload", "profiler"])
+    rows = [{**c["keys"], **dict(zip(("seconds", "basis"), basis(own, group, c["keys"]))),
+             "compile_key": matrix.compile_key(c)} for c in matrix.cells(config) if c["status"] == "run"]
+    return pd.DataFrame(rows, columns=["workload", "variant", "profiler", "rep", "seconds", "basis", "compile_key"])
 
 
 def compile_stage_s(keys: set[str], compiles: pd.DataFrame, parallel: int) -> tuple[float, int]:
@@ -50,6 +57,9 @@ def estimate(config: dict, folder: Path) -> dict:
     total, and what had no basis."""
     past = pd.read_csv(folder / "cells.csv")
     runs = cell_times(config, past)
+    if runs.empty:
+        return {"table": pd.DataFrame(columns=["workload", "profiler", "runs", "seconds", "unknown"]), "compile_s": 0.0,
+                "compile_unknown": 0, "total_s": 0.0, "unknown": 0}
     compiles = pd.read_csv(folder / "compiles.csv") if (folder / "compiles.csv").is_file() else pd.DataFrame(
         columns=["key", "workload", "status", "seconds"])
     stage, unbuilt = compile_stage_s(set(runs.compile_key.dropna()), compiles, config.get("compile_jobs", 1))

@@ -6,7 +6,7 @@ from pathlib import Path
 import jsonschema
 
 import workloads
-from workloads import env
+from workloads import compiled, env
 from workloads.knobs import KNOBS
 from profiles import OBSERVERS
 from trainperf import variants
@@ -70,7 +70,9 @@ def check_ncu_follows_nsys(preset: str, profile: dict) -> None:
             ours = ncu.get(key, "all")
             _unknown(f"presets.{preset}.profile.ncu.{key}", ["all"] if ours == "all" else ours, theirs, why)
     ours, theirs = ncu.get("repeat", False), nsys.get("repeat", False)
-    if ours and theirs is not True and (ours is True or not set(ours) <= set(theirs or [])):
+    if ours is True:  # every workload ncu observes
+        ours = ncu.get("workloads", "all")
+    if ours and theirs is not True and (ours == "all" or not set(ours) <= set(theirs or [])):
         raise ConfigError(f"presets.{preset}.profile.ncu.repeat: ncu repeats {ours}, nsys {theirs} (ncu reads its "
                           f"kernels from the cell's nsys timeline): let presets.{preset}.profile.nsys.repeat cover it")
 
@@ -93,8 +95,11 @@ def check_names(config: dict, known: dict) -> None:
         for profiler, chosen in p.get("profile", {}).items():
             for key in ("variants", "workloads"):
                 _unknown(f"presets.{preset}.profile.{profiler}.{key}", chosen.get(key, "all"), known[key])
-            if isinstance(chosen.get("repeat"), list):
+            if isinstance(chosen.get("repeat"), list):  # a workload the profiler does not observe would never repeat
                 _unknown(f"presets.{preset}.profile.{profiler}.repeat", chosen["repeat"], known["workloads"])
+                if chosen.get("workloads", "all") != "all":
+                    _unknown(f"presets.{preset}.profile.{profiler}.repeat", chosen["repeat"], chosen["workloads"],
+                             f"not among the workloads {profiler} observes:")
             if "variants" in p:  # a profiled variant the preset does not run would silently never be observed
                 _unknown(f"presets.{preset}.profile.{profiler}.variants", chosen.get("variants", "all"),
                          p["variants"], "not among the preset's variants:")
@@ -162,6 +167,15 @@ def params(config: dict, workload: type[workloads.Workload], knobs: dict | None 
 def processes(spec: dict) -> int:
     """How many processes a cell trains with (DistributedDataParallel's world size)."""
     return max(1, spec["knobs"].get("ddp", 0))
+
+
+def compile_key(cell: dict) -> str | None:
+    """The torch.compile cache folder the compile stage builds for this cell, or None: a cell not
+    run, not compiled, or a data-parallel one, whose ranks compile their own graphs."""
+    spec = cell["spec"]
+    if cell["status"] != "run" or not spec["knobs"].get("compile") or processes(spec) != 1:
+        return None
+    return compiled.cache_key(spec)
 
 
 def record_path(config: dict, workload: str, variant: str, profiler: str, rep: int) -> str:
