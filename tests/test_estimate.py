@@ -66,3 +66,9 @@ def test_a_run_that_compiled_in_its_cell_counts_as_if_the_compile_stage_had_buil
 def test_a_matrix_with_nothing_to_run_takes_no_time(h100):
     e = estimate.estimate(gpu_config(workloads=["resnet50"], variants=["ddp8"], profilers=["timing"]), h100)
     assert e["total_s"] == 0 and e["table"].empty
+
+
+def test_a_folder_without_tables_is_one_line_before_anything_runs(tmp_path, capsys):
+    assert cli.main(["estimate", str(tmp_path / "h100")]) == 2
+    assert capsys.readouterr().err.strip() == (f"trainperf: {tmp_path / 'h100'}: no cells.csv here; estimate reads a "
+                                               "results folder the pipeline wrote (results/<machine>)")

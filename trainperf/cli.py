@@ -126,6 +126,9 @@ def cmd_estimate(args) -> int:
     """How long a preset would take on the machine of a results folder, from its runs there."""
     from trainperf import config, estimate, matrix
     folder = Path(args.folder)
+    if not (folder / "cells.csv").is_file():
+        raise ValueError(f"{folder}: no cells.csv here; estimate reads a results folder the pipeline wrote "
+                         "(results/<machine>)")
     gpu = folder.name != "cpu"
     chosen = {k: v for k, v in (("workloads", args.workloads), ("variants", args.variants),
                                  ("profilers", args.profilers)) if v}
