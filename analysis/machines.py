@@ -50,6 +50,35 @@ def headline_table(tables: dict[str, dict]) -> str:
     return table(pd.DataFrame(rows))
 
 
+BLOCK = ("<!-- the headline: `trainperf machines` writes it from results/ -->", "<!-- end of the headline -->")
+
+
+def headline_block(tables: dict[str, dict]) -> str:
+    """Per workload, baseline -> optimized on each machine with optimized's paired speedup: the
+    README's headline."""
+    frames = {m: first.headline(t["summary"], t["ratios"], t["variants"]) for m, t in tables.items()}
+    rows = {}
+    for m, h in frames.items():
+        for w in h.workload.unique() if len(h) else []:
+            ends = h[h.workload == w].set_index("variant")
+            if {"baseline", "optimized"} <= set(ends.index):
+                b, o = ends.loc["baseline"], ends.loc["optimized"]
+                rows.setdefault(w, {"workload": w})[m] = (f"{num(b['median'])} -> {num(o['median'])} {o.unit}, "
+                                                         f"{ratio_text(o.speedup)}")
+    order = first.workload_order(rows)
+    return table(pd.DataFrame([rows[w] for w in order]).fillna("")) if rows else ""
+
+
+def update_readme(path: Path, block: str) -> bool:
+    """Rewrite the text between the README's two BLOCK markers; a README without them stays as it is."""
+    text = path.read_text() if path.is_file() else ""
+    if BLOCK[0] not in text or BLOCK[1] not in text:
+        return False
+    head, rest = text.split(BLOCK[0], 1)
+    path.write_text(head + BLOCK[0] + "\n\n" + block + "\n" + BLOCK[1] + rest.split(BLOCK[1], 1)[1])
+    return True
+
+
 def gains_table(tables: dict[str, dict]) -> str:
     rows = []
     for m, t in tables.items():
@@ -140,4 +169,5 @@ def render(root: str | Path) -> Path:
                         f"it matches within {FOLLOWS:.0%}; where it follows neither, what holds optimized on each "
                         "machine (from its own records) says what paces it.\n", diff]
     path.write_text("\n".join(parts))
+    update_readme(Path(root).resolve().parent / "README.md", headline_block(tables))
     return path

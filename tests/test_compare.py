@@ -182,3 +182,22 @@ def test_a_throughput_ratio_between_machines_is_read_against_the_ratios_of_their
     assert rows["lstm"][:5] == ["h200 / h100", "1x", "2x (amp-bf16)", "1.5x", "neither"]
     assert "h200: host: the GPU idles 40%" in rows["lstm"][5]
     assert machines.differences_table({"h100": t["h100"]}, limits) == ""
+
+
+def test_the_readme_headline_is_rewritten_between_its_markers_and_nowhere_else(folders, tmp_path):
+    """From a real H100 set: baseline -> optimized with its paired speedup; a README without the
+    markers is left as it is."""
+    import shutil
+    from analysis import machines
+    root = tmp_path / "results"
+    shutil.copytree(folders[SETS[1]], root / "h100")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\nbefore\n{machines.BLOCK[0]}\nstale\n{machines.BLOCK[1]}\n\nafter\n")
+    machines.render(root)
+    text = readme.read_text()
+    assert text.startswith("# x\n\nbefore\n") and text.endswith(f"{machines.BLOCK[1]}\n\nafter\n") and "stale" not in text
+    row = next(line for line in text.splitlines() if line.startswith("| resnet50 |"))
+    assert " -> " in row and "samples/s, " in row and "x [" in row
+    readme.write_text("no markers\n")
+    machines.render(root)
+    assert readme.read_text() == "no markers\n"
