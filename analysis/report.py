@@ -149,6 +149,8 @@ def anchors(workload: str, path: Path = ANCHORS) -> str:
 
 
 def headline_table(summary, tables) -> str:
+    """The summary's table: each workload's baseline, article chain and optimized, with the paired
+    speedups (end to end, and at the step alone where that pair ran), and the lines under it."""
     h = first.headline(summary, tables["ratios"], tables["variants"])
     if h.empty:
         return "(no workload trained)\n"
@@ -161,14 +163,15 @@ def headline_table(summary, tables) -> str:
             for i, r in enumerate(h.itertuples())]
     if not any(step.values()):
         rows = [{k: v for k, v in x.items() if k != "the same at the step alone (paired)"} for x in rows]
-    elsewhere = [f"{w}: {a}" for w in dict.fromkeys(h.workload) if (a := anchors(w))]
     apart = [r.workload for r in h.itertuples() if r.variant == "optimized" and r.speedup is not None
              and r.speedup["status"] == "unpaired"]
-    return table(pd.DataFrame(rows)) + (
-        f"\n**No set of runs here holds both the baseline and optimized of {', '.join(apart)}**: their speedups are "
-        "unpaired (the records come from sets of runs made apart), and no ratio pairs runs of two sets; "
-        "`snakemake --cores 1 --config preset=headline` measures the summary's cells in one set.\n" if apart else "") + ("\nPublished elsewhere (other GPUs and software, not paired with these runs): "
-                                        + "; ".join(elsewhere) + ".\n" if elsewhere else "")
+    elsewhere = [f"{w}: {a}" for w in dict.fromkeys(h.workload) if (a := anchors(w))]
+    lines = [f"**No set of runs here holds both the baseline and optimized of {', '.join(apart)}**: their speedups "
+             "are unpaired (the records come from sets of runs made apart), and no ratio pairs runs of two sets; "
+             "`snakemake --cores 1 --config preset=headline` measures the summary's cells in one set."] if apart else []
+    if elsewhere:
+        lines.append("Published elsewhere (other GPUs and software, not paired with these runs): " + "; ".join(elsewhere) + ".")
+    return table(pd.DataFrame(rows)) + "".join(f"\n{line}\n" for line in lines)
 
 
 def settings_text(summary) -> str:
