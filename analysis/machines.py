@@ -24,6 +24,7 @@ def machines_table(dirs: list[Path]) -> str:
         envs = json.loads((d / "env.json").read_text())
         limits = json.loads((d / "limits.json").read_text()) if (d / "limits.json").is_file() else {}
         col = {"GPU": " / ".join(sorted({str(e.get("gpu", "")) for e in envs})),
+               "host CPU": " / ".join(sorted({str(e.get("cpu", "")) for e in envs})),
                "host CPU cores": " / ".join(sorted({str(e.get("cpu_count", "")) for e in envs})),
                "driver, CUDA, torch": " / ".join(sorted({f"{e.get('driver')}, {e.get('cuda')}, {e.get('torch')}" for e in envs})),
                "sets of runs": str(len({(e.get("gpu_uuid"), e.get("git_commit"), e.get("dates")) for e in envs}))}
@@ -66,7 +67,13 @@ def headline_block(tables: dict[str, dict]) -> str:
                 rows.setdefault(w, {"workload": w})[m] = (f"{num(b['median'])} -> {num(o['median'])} {o.unit}, "
                                                          f"{ratio_text(o.speedup)}")
     order = first.workload_order(rows)
-    return table(pd.DataFrame([rows[w] for w in order]).fillna("")) if rows else ""
+    if not rows:
+        return ""
+    tallies = {m: first.tally(report.claims_rows(t).verdict) for m, t in tables.items()}
+    said = " ".join(f"**{m}**: " + "; ".join(f"{k}: {n}" for k, n in t.items()) + "." for m, t in tallies.items() if t)
+    return table(pd.DataFrame([rows[w] for w in order]).fillna("not run")) + (
+        f"\nThe articles' claims, their tests by verdict ([results/README.md](results/README.md) has each): {said}\n"
+        if said else "")
 
 
 def update_readme(path: Path, block: str) -> bool:
@@ -99,13 +106,29 @@ def gains_table(tables: dict[str, dict]) -> str:
 FOLLOWS = 0.10  # a throughput ratio within this of a measured limit's ratio follows that limit
 
 
+def limit_ratio(limits: dict[str, dict], ref: str, m: str, get) -> tuple[float | None, str]:
+    """A measured limit's ratio m / ref (`get` reads it from a limits.json), or None and which
+    machine did not measure it."""
+    a, b = get(limits[ref]), get(limits[m])
+    if a is None or b is None:
+        return None, "not measured on " + " and ".join(x for x, v in ((ref, a), (m, b)) if v is None)
+    return b / a, f"{b / a:.3g}x"
+
+
+def follows(ratio: float, said: dict[str, tuple[float | None, str]]) -> str:
+    """Which measured limit a throughput ratio follows within FOLLOWS, or that it follows none."""
+    measured = [k for k, (x, _) in said.items() if x]
+    near = [k for k in measured if abs(ratio / said[k][0] - 1) <= FOLLOWS]
+    if near or not measured:
+        return ", ".join(near) or "no limit measured on both"
+    return "neither" if len(measured) == len(said) else f"not the {measured[0]} (the only one measured on both)"
+
+
 def differences_table(tables: dict[str, dict], limits: dict[str, dict]) -> str:
     """Per workload, optimized's throughput on each machine over the first's (medians of runs on each:
     not paired), beside the same ratio of the measured matmul peak at optimized's precision and of
     the memory bandwidth, and what holds optimized on each machine (the report's rule)."""
     machines = list(tables)
-    if len(machines) < 2:
-        return ""
     ref, rows = machines[0], []
     for w in first.workload_order({w for t in tables.values() for w in t["summary"].workload.unique()}):
         tput = {m: first.row(t["summary"], w, "optimized", first.throughput_metric(t["summary"], w)) for m, t in tables.items()}
@@ -115,15 +138,12 @@ def differences_table(tables: dict[str, dict], limits: dict[str, dict]) -> str:
             if tput[ref] is None or tput[m] is None or prec.empty:
                 continue
             ratio = tput[m]["median"] / tput[ref]["median"]
-            peak = [limits[x].get("peak_tflops", {}).get(prec.iloc[0]) for x in (ref, m)]
-            band = [limits[x].get("bandwidth_gbps") for x in (ref, m)]
-            said = {f"{p} ratio": None if None in pair else pair[1] / pair[0] for p, pair in (("peak", peak), ("bandwidth", band))}
-            follows = [k.split()[0] for k, x in said.items() if x and abs(ratio / x - 1) <= FOLLOWS]
+            said = {"matmul peak": limit_ratio(limits, ref, m, lambda x: x.get("peak_tflops", {}).get(prec.iloc[0])),
+                    "memory bandwidth": limit_ratio(limits, ref, m, lambda x: x.get("bandwidth_gbps"))}
             rows.append({"workload": w, "machines": f"{m} / {ref}", "optimized": f"{ratio:.3g}x",
-                         "matmul peak at optimized's precision": "" if said["peak ratio"] is None else
-                         f"{said['peak ratio']:.3g}x ({prec.iloc[0]})",
-                         "memory bandwidth": "" if said["bandwidth ratio"] is None else f"{said['bandwidth ratio']:.3g}x",
-                         "follows": ", ".join(follows) or "neither",
+                         "matmul peak at optimized's precision": said["matmul peak"][1] + (
+                             f" ({prec.iloc[0]})" if said["matmul peak"][0] else ""),
+                         "memory bandwidth": said["memory bandwidth"][1], "follows": follows(ratio, said),
                          "what holds optimized on each": "; ".join(
                              f"{x}: {diagnosis.holding(tables[x]['summary'], w, 'optimized')}" for x in (ref, m))})
     return table(pd.DataFrame(rows)) if rows else ""
@@ -133,8 +153,8 @@ def claims_table(tables: dict[str, dict]) -> str:
     per = {m: report.claims_rows(t) for m, t in tables.items()}
     base = next(iter(per.values()))
     rows = base[["id", "hardware", "documented", "pair"]].copy()
-    for m, c in per.items():
-        rows[m] = [f"{v}: {x}" if x else v for v, x in zip(c.verdict.str.split(":").str[0], c[f"measured here ({CI}; n)"])]
+    for m, c in per.items():  # worded as the report's digest words them
+        rows[m] = [report.verdict_said(*t) for t in zip(c.verdict, c.value, c.unit, c.n.fillna(0), c.pair, c.lo, c.hi)]
     return table(rows.rename(columns={"hardware": "the source's GPU", "documented": "the source's figure"}))
 
 
@@ -164,10 +184,11 @@ def render(root: str | Path) -> Path:
                                       else {} for d in dirs})
     if diff:
         parts[-2:-2] = ["## Where the machines differ, and what the measurements say of why\n",
-                        f"optimized's throughput ratio between two machines (medians of each one's runs, never paired) "
-                        f"beside the ratios of what each machine measured of itself: it **follows** a limit whose ratio "
-                        f"it matches within {FOLLOWS:.0%}; where it follows neither, what holds optimized on each "
-                        "machine (from its own records) says what paces it.\n", diff]
+                        "Optimized's throughput on one machine over the other's (medians of each machine's runs, "
+                        "never paired), beside the same ratio of the limits each machine measured of itself. "
+                        f"**follows**: the throughput ratio is within {FOLLOWS:.0%} of that limit's ratio. Where it "
+                        "follows no limit, the last column says what paces optimized on each machine, from its own "
+                        "records.\n", diff]
     path.write_text("\n".join(parts))
     update_readme(Path(root).resolve().parent / "README.md", headline_block(tables))
     return path

@@ -254,14 +254,24 @@ def terms(variants: pd.DataFrame) -> str:
                                               f"{' -> '.join(ladder)}" if len(ladder) else "") + ".\n")
 
 
-def measured(x: float, unit: str, pair: str) -> str:
+def measured(x: float, unit: str, pair: str, lo: float = float("nan"), hi: float = float("nan")) -> str:
     """A claim's measured value as the digest says it: a reduction (before / after) as the way it
-    went, a difference (before - after) as what the fix saved or cost."""
+    went, a difference (before - after) as what the fix saved or cost; with its interval [lo, hi],
+    turned the same way, where given."""
+    def span(a: float, b: float) -> str:
+        return "" if pd.isna(a) or pd.isna(b) else f" [{num(a)}, {num(b)}]"
     if "(reduction;" in pair and unit == "x":
-        return f"{num(x)}x down" if x >= 1 else f"{num(1 / x)}x up"
+        return f"{num(x)}x down{span(lo, hi)}" if x >= 1 else f"{num(1 / x)}x up{span(1 / hi, 1 / lo)}"
     if "(difference;" in pair:
-        return f"{num(abs(x))} {unit} {'saved' if x >= 0 else 'lost'}"
-    return f"{num(x)}{'' if unit == 'x' else ' '}{unit}"
+        return f"{num(x)} {unit} saved{span(lo, hi)}" if x >= 0 else f"{num(-x)} {unit} lost{span(-hi, -lo)}"
+    return f"{num(x)}{'' if unit == 'x' else ' '}{unit}{span(lo, hi)}"
+
+
+def verdict_said(verdict: str, x: float, unit: str, n: float, pair: str, lo: float = float("nan"),
+                 hi: float = float("nan")) -> str:
+    """A test's verdict with its measured value as the digest says it: 'holds (4.07x)',
+    'too few pairs (1.62x up, n=1)', or the verdict alone where nothing was measured."""
+    return verdict.split(":")[0] + ("" if pd.isna(x) else f" ({measured(x, unit, pair, lo, hi)}{'' if n >= 3 else f', n={int(n)}'})")
 
 
 def claims_digest(c: pd.DataFrame) -> str:
@@ -269,8 +279,7 @@ def claims_digest(c: pd.DataFrame) -> str:
     value with its unit (one verdict said by several tests of a metric, once with their count)."""
     rows = []
     for cid, tests in c.groupby("id", sort=False):
-        said = [f"{m}: {v.split(':')[0]}" + (f" ({measured(x, u, p)}{'' if n >= 3 else f', n={int(n)}'})"
-                                             if not pd.isna(x) else "")
+        said = [f"{m}: {verdict_said(v, x, u, n, p)}"
                 for m, v, x, u, n, p in zip(tests.metric, tests.verdict, tests.value, tests.unit, tests.n.fillna(0), tests.pair)]
         rows.append({"claim": f"[{cid}](#claim-{cid})", "documented": " / ".join(dict.fromkeys(tests.documented)),
                      "each test: metric, verdict (measured here)": " / ".join(

@@ -779,3 +779,14 @@ def test_a_host_call_listed_by_several_nsys_runs_of_a_variant_is_one_row_their_m
     rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| optimized+bf16-graphs |")]
     top = max(json.loads(record.read_text())["nsys"]["api_calls"], key=lambda c: c["ms_per_step"])
     assert len(rows) == 5 and rows[0][5] == num(2 * top["ms_per_step"]) and rows[0][6] == "2 |"
+
+
+@pytest.mark.parametrize("x,lo,hi,unit,kind,said", [
+    (16.3, 13.1, 18.1, "x", "reduction", "16.3x down [13.1, 18.1]"), (0.5, 0.4, 0.625, "x", "reduction", "2x up [1.6, 2.5]"),
+    (-3.23, -16.1, 41.4, "ms/step", "difference", "3.23 ms/step lost [-41.4, 16.1]"),
+    (4.07, 4.03, 4.42, "x", "ratio", "4.07x [4.03, 4.42]")])
+def test_a_claims_interval_is_turned_the_way_its_value_is(x, lo, hi, unit, kind, said):
+    """The machines page gives each test's interval: a reduction that went up, or a difference that
+    was lost, has its interval's ends turned and swapped with it."""
+    from analysis import report
+    assert report.measured(x, unit, f"baseline -> after ({kind}; resnet50, timing)", lo, hi) == said
