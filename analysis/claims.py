@@ -13,7 +13,10 @@ the paired ratio of its pair (analysis/paired.py) and that ratio's 95 % interval
   not measurable here (a cell failed, or its record does not give the metric).
 A share (a value of one cell, e.g. an occupancy) holds where its interval over the runs of one set
 overlaps the documented range (or a factor of SIZE_FACTOR around the documented value); like a ratio,
-it needs three runs of one set for an interval, and gets no verdict from fewer (its value is shown).
+it needs three runs of one set for an interval, and gets no verdict from fewer (its value is shown);
+but where its test names a ceiling (a quantity that bounds it from above and does not vary from run
+to run, as theoretical occupancy bounds achieved occupancy) below the documented range, it does not
+hold from one run.
 """
 from __future__ import annotations
 
@@ -38,7 +41,8 @@ RULE = (f"A claim is judged on its gain: the paired ratio after / before of its 
         f"**not run here**, **not measurable here** (a cell failed or does not give the metric): no verdict, and why. "
         f"A share (one cell's value) holds where its interval over one set's runs overlaps the documented range, or "
         f"a factor of {SIZE_FACTOR:g} around a documented value; from fewer than {paired.MIN_PAIRS} runs, no verdict "
-        f"(**too few runs**).\n")
+        f"(**too few runs**), but a share whose ceiling (a bound from above that does not vary from run to run, as "
+        f"theoretical occupancy bounds achieved occupancy) sits below the documented range **does not hold** from one run.\n")
 
 
 def load(path: str | Path = REGISTRY) -> list[dict]:
@@ -91,8 +95,12 @@ def share(runs: pd.DataFrame, cells: pd.DataFrame, variant: str) -> dict:
     return {**out, "lo": lo, "hi": hi, "status": "value", "why": None}
 
 
-def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None = None, expect: str = "higher") -> str:
-    """The verdict of one test from its measurement (see the module's rules)."""
+def verdict(kind: str, m: dict, effect: float | None, within: list[float] | None = None, expect: str = "higher",
+            ceiling: float | None = None) -> str:
+    """The verdict of one test from its measurement (see the module's rules); `ceiling`: the value
+    of the test's ceiling metric, where it names one."""
+    if kind == "share" and within and ceiling is not None and not pd.isna(ceiling) and ceiling < within[0]:
+        return "does not hold (its ceiling is below the documented range)"
     if kind == "share":
         if m["status"] != "value":
             return undecided(m)
@@ -136,12 +144,14 @@ def evaluate(metrics: pd.DataFrame, cells: pd.DataFrame, claims: list[dict] | No
         for t in c["tests"]:
             m = measure(t, metrics, cells)
             beside = measure({**t, "kind": "share", "metric": t["beside"]}, metrics, cells) if "beside" in t else {}
+            bound = beside.get("median") if t.get("ceiling") else None
+            said = verdict(t["kind"], m, t.get("effect"), t.get("range"), t.get("expect", "higher"), bound)
+            why = f"{t['beside']} {bound:.3g} bounds it from above in every run" if "its ceiling" in said else m.get("why")
             rows.append({"id": c["id"], "source": c["source"], "hardware": c["hardware"], "claim": c["claim"],
                          "documented": documented(c, t), "pair": describe(t), "metric": t["metric"], "unit": unit(c, t),
                          "before": t["before"], "after": t.get("after"), "why this pair": t.get("why", ""),
                          "value": m.get("median"), "lo": m.get("lo"), "hi": m.get("hi"), "n": m.get("n"),
-                         "run_set": m.get("run_set"), "verdict": verdict(t["kind"], m, t.get("effect"), t.get("range"), t.get("expect", "higher")),
-                         "why": m.get("why"), "beside": t.get("beside"), "beside_value": beside.get("median")})
+                         "run_set": m.get("run_set"), "verdict": said, "why": why, "beside": t.get("beside"), "beside_value": beside.get("median")})
     return pd.DataFrame(rows)
 
 

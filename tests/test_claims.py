@@ -83,6 +83,16 @@ def test_a_share_of_fewer_than_three_runs_gets_no_verdict_like_a_ratio_of_fewer_
     assert m["status"] == "value" and claims.verdict("share", m, 78) == "holds"
 
 
+def test_a_share_whose_ceiling_is_below_the_documented_range_does_not_hold_from_one_run():
+    """H100, ResNet-50 optimized's matrix kernels: achieved occupancy 17.4 % from one ncu run, their
+    theoretical occupancy 18.8 %: no run can reach 50-75 %. A ceiling inside the range decides nothing."""
+    one = claims.share(pd.DataFrame({"variant": "optimized", "run_set": "NVIDIA H100|0123456789ab|2026-12-06", "value": [17.4]}),
+                       pd.DataFrame(), "optimized")
+    assert claims.verdict("share", one, 62.5, [50, 75], ceiling=18.8) == "does not hold (its ceiling is below the documented range)"
+    assert claims.verdict("share", one, 62.5, [50, 75], ceiling=60.0) == "too few runs"
+    assert claims.verdict("share", one, 62.5, [50, 75]) == "too few runs"
+
+
 def test_registry_covers_every_documented_claim_with_cells_of_the_matrix():
     from trainperf import config, variants
     ids = {c["id"] for c in claims.load()}
