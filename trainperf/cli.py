@@ -8,8 +8,28 @@ import os
 import sys
 from pathlib import Path
 
-
+from trainperf.config import CONFIG
 from workloads.record import write_json
+
+
+COMMANDS: dict[str, tuple] = {}  # name -> (function, help, arguments), in the order `--help` lists them
+
+
+def arg(*names, **options) -> tuple:
+    """One argument of a command, as argparse's add_argument takes it."""
+    return names, options
+
+
+def command(name: str, help: str, *arguments: tuple):
+    """Register a command with its arguments, declared beside the function that runs it."""
+    def register(func):
+        COMMANDS[name] = (func, help, arguments)
+        return func
+    return register
+
+
+PRESET = arg("--preset", help="a preset of the config (default: auto)")
+CONFIG_ARG = arg("--config", default=CONFIG)
 
 
 def _config(args) -> dict:
@@ -18,6 +38,11 @@ def _config(args) -> dict:
     return matrix.resolve(config.load(args.config, overrides))
 
 
+@command("run", "run one cell of the matrix",
+         arg("workload", nargs="?"), arg("variant", nargs="?", default="baseline"),
+         arg("--profiler", default="timing"), arg("--rep", type=int, default=0), PRESET, CONFIG_ARG,
+         arg("--spec", help="a cell spec as JSON (what the Snakefile passes)"),
+         arg("--out", help="write the run's record (metrics.json) here"))
 def cmd_run(args) -> int:
     from trainperf import matrix
     from trainperf.sweep import run_cell
@@ -48,6 +73,10 @@ def cmd_run(args) -> int:
     return 0
 
 
+@command("sweep", "run several cells in one process (what the Snakefile calls)",
+         arg("--jobs", help="JSON list of [spec, record path] pairs"),
+         arg("--jobs-file", help="a file holding that list (what the Snakefile passes)"),
+         arg("--out", required=True, help="write the list of records here when all are done"))
 def cmd_sweep(args) -> int:
     from trainperf import sweep
     listed = json.loads(Path(args.jobs_file).read_text() if args.jobs_file else args.jobs)
@@ -57,6 +86,8 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+@command("check", "fail where every cell of a workload failed in the given sweeps",
+         arg("sweeps", nargs="*", help="the sweeps' outputs (runs/<machine>/sweeps/*.json)"))
 def cmd_check(args) -> int:
     """Exit 1, naming them, where every cell a workload ran in these sweeps failed."""
     ran, failed = {}, {}
@@ -75,6 +106,11 @@ def cmd_check(args) -> int:
     return 1 if broken else 0
 
 
+@command("compile", "build torch.compile's cache for compiled cells before they are timed",
+         arg("--jobs", help="JSON list of [spec, record path] pairs: one per cache folder (the compile stage)"),
+         arg("--parallel", type=int, default=1, help="folders built at once (default 1)"),
+         arg("--spec", help="one cell spec as JSON: build its folder in this process"),
+         arg("--out", help="with --spec: write its record here"))
 def cmd_compile(args) -> int:
     from trainperf import precompile
     from workloads import harness
@@ -86,6 +122,10 @@ def cmd_compile(args) -> int:
     return 0
 
 
+@command("limits", "model FLOPs per step and this machine's matmul peaks",
+         arg("--specs", required=True, help="JSON: workload name -> one of its cell specs"), arg("--out", required=True),
+         arg("--peaks", help="JSON file of the peaks measured on this machine, one per set of runs "
+             "(same environment, commit and day): this set's is reused, else measured and added"))
 def cmd_limits(args) -> int:
     import torch
     from workloads import env
@@ -103,6 +143,10 @@ def cmd_limits(args) -> int:
     return 0
 
 
+@command("data", "generate a dataset",
+         arg("kind", choices=["images", "tokens"]), arg("--out", required=True),
+         arg("--n", type=int, required=True, help="images or tokens"), arg("--classes", type=int, default=10),
+         arg("--seed", type=int, default=0))
 def cmd_data(args) -> int:
     from workloads import data
     if args.kind == "images":
@@ -113,6 +157,7 @@ def cmd_data(args) -> int:
     return 0
 
 
+@command("matrix", "list every cell and whether it runs or is skipped", PRESET, CONFIG_ARG)
 def cmd_matrix(args) -> int:
     from trainperf import matrix
     for c in matrix.cells(_config(args)):
@@ -122,6 +167,12 @@ def cmd_matrix(args) -> int:
     return 0
 
 
+@command("estimate", "how long a preset would take on the machine of a results folder, from its runs there "
+         "(before a run, not instead of one)",
+         arg("folder", help="results/<machine>: its cells.csv and compiles.csv"), arg("--preset", default="headline"),
+         arg("--workloads", nargs="+", help="only these workloads (default: the config's)"),
+         arg("--variants", nargs="+", help="only these variants (default: the preset's)"),
+         arg("--profilers", nargs="+", help="only these profilers (default: the config's)"), CONFIG_ARG)
 def cmd_estimate(args) -> int:
     """How long a preset would take on the machine of a results folder, from its runs there."""
     from trainperf import config, estimate, matrix
@@ -145,6 +196,9 @@ def cmd_estimate(args) -> int:
     return 0
 
 
+@command("probe", "a cell's first steps, each read on the host (loss, GradScaler, weights, compile cache): "
+         "where a NaN starts",
+         arg("workload"), arg("variant"), arg("--steps", type=int, default=30), PRESET, CONFIG_ARG)
 def cmd_probe(args) -> int:
     from trainperf import matrix
     from workloads import probe
@@ -156,6 +210,15 @@ def cmd_probe(args) -> int:
     return 0
 
 
+@command("pending", "a machine's cells without a record (skipped, or not run yet) as JSON",
+         arg("--machine", required=True, help="the machine's name, as in runs/<machine>/"),
+         arg("--gpus", type=int, required=True, help="its GPUs (0: the cpu preset)"),
+         arg("--repetitions", type=int, help="timing repetitions to expect (default: the preset's)"),
+         arg("--reason", default="not run", help="the reason given to a cell not run yet"),
+         arg("--aside", nargs=2, action="append", default=[], metavar=("DIR", "WHY"),
+             help="a folder of records set aside (laid out as runs/<machine>/) and why they are not used: "
+             "their cells are listed as set aside (repeatable)"),
+         CONFIG_ARG, arg("--out", required=True))
 def cmd_pending(args) -> int:
     """The cells of a machine's matrix without a record, for `aggregate --skipped`: those the
     matrix skips there (with why) and those not run yet (with --reason)."""
@@ -181,6 +244,13 @@ def cmd_pending(args) -> int:
     return 0
 
 
+@command("aggregate", "run records -> metrics.csv, summary.csv, cells.csv",
+         arg("runs", nargs="+", help="run records (metrics.json) or sweep lists of them"),
+         arg("--skipped", help="JSON file of skipped cells"),
+         arg("--compiles", nargs="*", default=[], help="the compile stage's records (runs/<machine>/compiled/*.json)"),
+         arg("--out-dir", required=True),
+         arg("--config", default=CONFIG, help="the config whose variants' kinds and order the tables carry"),
+         arg("--gpu-hour-price", type=float, help="the price of one GPU-hour: the report's cost per million samples"))
 def cmd_aggregate(args) -> int:
     import workloads
     from analysis import aggregate
@@ -193,6 +263,11 @@ def cmd_aggregate(args) -> int:
     return 0
 
 
+@command("undecided", "the cells of every ratio whose interval holds 1.0 from too few pairs (what the "
+         "pipeline's confirming repetitions run again)",
+         arg("ratios", help="a ratios.csv (trainperf aggregate)"),
+         arg("--pairs", type=int, required=True, help="the pairs a ratio not established is measured up to"),
+         arg("--out", required=True))
 def cmd_undecided(args) -> int:
     import pandas as pd
     from analysis import paired
@@ -202,6 +277,10 @@ def cmd_undecided(args) -> int:
     return 0
 
 
+@command("new", "scaffold a workload file and its test",
+         arg("name", help="the workload's name (a Python module name, e.g. my_model)"),
+         arg("--kind", choices=["vision", "sequence"], required=True),
+         arg("--root", default=".", help="the project's root (default: here)"))
 def cmd_new(args) -> int:
     from trainperf import scaffold
     files = scaffold.new(args.name, args.kind, args.root)
@@ -209,6 +288,13 @@ def cmd_new(args) -> int:
     return 0
 
 
+@command("compare", "two results folders: per cell B / A with its interval; exit 1 on a regression beyond "
+         "the threshold",
+         arg("a", help="the reference results folder, e.g. results/h200"),
+         arg("b", help="the results folder compared with it, e.g. results/h100"),
+         arg("--threshold", type=float, default=0.05,
+             help="a regression: B / A's whole interval below 1 - threshold (default 0.05)"),
+         arg("--out", help="write the comparison as CSV too"))
 def cmd_compare(args) -> int:
     from analysis import compare
     from analysis.tables import num, table
@@ -227,12 +313,16 @@ def cmd_compare(args) -> int:
     return 1 if len(worse) else 0
 
 
+@command("machines", "results/README.md: every machine's results folder side by side",
+         arg("root", nargs="?", default="results", help="the folder of the machines' results folders"))
 def cmd_machines(args) -> int:
     from analysis import machines
     print(machines.render(args.root))
     return 0
 
 
+@command("report", "results/<machine>/ tables -> REPORT.md, APPENDIX.md, figures and report.html",
+         arg("results", help="the results folder, e.g. results/h200"))
 def cmd_report(args) -> int:
     from analysis import html, report
     print(report.render(args.results))
@@ -240,6 +330,7 @@ def cmd_report(args) -> int:
     return 0
 
 
+@command("env", "print this machine's environment fingerprint")
 def cmd_env(args) -> int:
     from workloads import env
     print(json.dumps({"machine": env.machine_slug(), **env.fingerprint()}, indent=1))
@@ -247,114 +338,13 @@ def cmd_env(args) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    from trainperf.config import CONFIG
     p = argparse.ArgumentParser(prog="trainperf", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run one cell of the matrix")
-    r.add_argument("workload", nargs="?")
-    r.add_argument("variant", nargs="?", default="baseline")
-    r.add_argument("--profiler", default="timing")
-    r.add_argument("--rep", type=int, default=0)
-    r.add_argument("--preset", help="a preset of the config (default: auto)")
-    r.add_argument("--config", default=CONFIG)
-    r.add_argument("--spec", help="a cell spec as JSON (what the Snakefile passes)")
-    r.add_argument("--out", help="write the run's record (metrics.json) here")
-    r.set_defaults(func=cmd_run)
-    pr = sub.add_parser("probe", help="a cell's first steps, each read on the host (loss, GradScaler, weights, "
-                        "compile cache): where a NaN starts")
-    pr.add_argument("workload")
-    pr.add_argument("variant")
-    pr.add_argument("--steps", type=int, default=30)
-    pr.add_argument("--preset", help="a preset of the config (default: auto)")
-    pr.add_argument("--config", default=CONFIG)
-    pr.set_defaults(func=cmd_probe)
-    s = sub.add_parser("sweep", help="run several cells in one process (what the Snakefile calls)")
-    jobs = s.add_mutually_exclusive_group(required=True)
-    jobs.add_argument("--jobs", help="JSON list of [spec, record path] pairs")
-    jobs.add_argument("--jobs-file", help="a file holding that list (what the Snakefile passes)")
-    s.add_argument("--out", required=True, help="write the list of records here when all are done")
-    s.set_defaults(func=cmd_sweep)
-    ch = sub.add_parser("check", help="fail where every cell of a workload failed in the given sweeps")
-    ch.add_argument("sweeps", nargs="*", help="the sweeps' outputs (runs/<machine>/sweeps/*.json)")
-    ch.set_defaults(func=cmd_check)
-    c = sub.add_parser("compile", help="build torch.compile's cache for compiled cells before they are timed")
-    c.add_argument("--jobs", help="JSON list of [spec, record path] pairs: one per cache folder (the compile stage)")
-    c.add_argument("--parallel", type=int, default=1, help="folders built at once (default 1)")
-    c.add_argument("--spec", help="one cell spec as JSON: build its folder in this process")
-    c.add_argument("--out", help="with --spec: write its record here")
-    c.set_defaults(func=cmd_compile)
-    li = sub.add_parser("limits", help="model FLOPs per step and this machine's matmul peaks")
-    li.add_argument("--specs", required=True, help="JSON: workload name -> one of its cell specs")
-    li.add_argument("--out", required=True)
-    li.add_argument("--peaks", help="JSON file of the peaks measured on this machine, one per set of runs "
-                    "(same environment, commit and day): this set's is reused, else measured and added")
-    li.set_defaults(func=cmd_limits)
-    d = sub.add_parser("data", help="generate a dataset")
-    d.add_argument("kind", choices=["images", "tokens"])
-    d.add_argument("--out", required=True)
-    d.add_argument("--n", type=int, required=True, help="images or tokens")
-    d.add_argument("--classes", type=int, default=10)
-    d.add_argument("--seed", type=int, default=0)
-    d.set_defaults(func=cmd_data)
-    m = sub.add_parser("matrix", help="list every cell and whether it runs or is skipped")
-    m.add_argument("--preset", help="a preset of the config (default: auto)")
-    m.add_argument("--config", default=CONFIG)
-    m.set_defaults(func=cmd_matrix)
-    es = sub.add_parser("estimate", help="how long a preset would take on the machine of a results folder, from its "
-                        "runs there (before a run, not instead of one)")
-    es.add_argument("folder", help="results/<machine>: its cells.csv and compiles.csv")
-    es.add_argument("--preset", default="headline")
-    es.add_argument("--workloads", nargs="+", help="only these workloads (default: the config's)")
-    es.add_argument("--variants", nargs="+", help="only these variants (default: the preset's)")
-    es.add_argument("--profilers", nargs="+", help="only these profilers (default: the config's)")
-    es.add_argument("--config", default=CONFIG)
-    es.set_defaults(func=cmd_estimate)
-    pe = sub.add_parser("pending", help="a machine's cells without a record (skipped, or not run yet) as JSON")
-    pe.add_argument("--machine", required=True, help="the machine's name, as in runs/<machine>/")
-    pe.add_argument("--gpus", type=int, required=True, help="its GPUs (0: the cpu preset)")
-    pe.add_argument("--repetitions", type=int, help="timing repetitions to expect (default: the preset's)")
-    pe.add_argument("--reason", default="not run", help="the reason given to a cell not run yet")
-    pe.add_argument("--aside", nargs=2, action="append", default=[], metavar=("DIR", "WHY"),
-                    help="a folder of records set aside (laid out as runs/<machine>/) and why they are not "
-                    "used: their cells are listed as set aside (repeatable)")
-    pe.add_argument("--config", default=CONFIG)
-    pe.add_argument("--out", required=True)
-    pe.set_defaults(func=cmd_pending)
-    a = sub.add_parser("aggregate", help="run records -> metrics.csv, summary.csv, cells.csv")
-    a.add_argument("runs", nargs="+", help="run records (metrics.json) or sweep lists of them")
-    a.add_argument("--skipped", help="JSON file of skipped cells")
-    a.add_argument("--compiles", nargs="*", default=[], help="the compile stage's records (runs/<machine>/compiled/*.json)")
-    a.add_argument("--out-dir", required=True)
-    a.add_argument("--config", default=CONFIG, help="the config whose variants' kinds and order the tables carry")
-    a.add_argument("--gpu-hour-price", type=float, help="the price of one GPU-hour: the report's cost per million samples")
-    a.set_defaults(func=cmd_aggregate)
-    u = sub.add_parser("undecided", help="the cells of every ratio whose interval holds 1.0 from too few pairs "
-                       "(what the pipeline's confirming repetitions run again)")
-    u.add_argument("ratios", help="a ratios.csv (trainperf aggregate)")
-    u.add_argument("--pairs", type=int, required=True, help="the pairs a ratio not established is measured up to")
-    u.add_argument("--out", required=True)
-    u.set_defaults(func=cmd_undecided)
-    n = sub.add_parser("new", help="scaffold a workload file and its test")
-    n.add_argument("name", help="the workload's name (a Python module name, e.g. my_model)")
-    n.add_argument("--kind", choices=["vision", "sequence"], required=True)
-    n.add_argument("--root", default=".", help="the project's root (default: here)")
-    n.set_defaults(func=cmd_new)
-    cp = sub.add_parser("compare", help="two results folders: per cell B / A with its interval; exit 1 on a "
-                        "regression beyond the threshold")
-    cp.add_argument("a", help="the reference results folder, e.g. results/h200")
-    cp.add_argument("b", help="the results folder compared with it, e.g. results/h100")
-    cp.add_argument("--threshold", type=float, default=0.05,
-                    help="a regression: B / A's whole interval below 1 - threshold (default 0.05)")
-    cp.add_argument("--out", help="write the comparison as CSV too")
-    cp.set_defaults(func=cmd_compare)
-    ms = sub.add_parser("machines", help="results/README.md: every machine's results folder side by side")
-    ms.add_argument("root", nargs="?", default="results", help="the folder of the machines' results folders")
-    ms.set_defaults(func=cmd_machines)
-    rp = sub.add_parser("report", help="results/<machine>/ tables -> REPORT.md, APPENDIX.md, figures and report.html")
-    rp.add_argument("results", help="the results folder, e.g. results/h200")
-    rp.set_defaults(func=cmd_report)
-    e = sub.add_parser("env", help="print this machine's environment fingerprint")
-    e.set_defaults(func=cmd_env)
+    for name, (func, help, arguments) in COMMANDS.items():
+        s = sub.add_parser(name, help=help)
+        for names, options in arguments:
+            s.add_argument(*names, **options)
+        s.set_defaults(func=func)
     return p
 
 
@@ -364,6 +354,8 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.command == "run" and not args.spec and not args.workload:
         parser().error("run needs a workload name or --spec")
+    if args.command == "sweep" and bool(args.jobs) == bool(args.jobs_file):
+        parser().error("sweep needs one of --jobs and --jobs-file")
     if args.command == "compile" and not (args.jobs or (args.spec and args.out)):
         parser().error("compile needs --jobs, or --spec and --out")
     try:
