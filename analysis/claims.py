@@ -143,7 +143,8 @@ def evaluate(metrics: pd.DataFrame, cells: pd.DataFrame, claims: list[dict] | No
     for c in claims or load():
         for t in c["tests"]:
             m = measure(t, metrics, cells)
-            beside = measure({**t, "kind": "share", "metric": t["beside"]}, metrics, cells) if "beside" in t else {}
+            beside = measure({**t, "kind": "share", "metric": t["beside"], "before": beside_cell(t)}, metrics, cells) \
+                if "beside" in t else {}
             bound = beside.get("median") if t.get("ceiling") else None
             said = verdict(t["kind"], m, t.get("effect"), t.get("range"), t.get("expect", "higher"), bound)
             why = f"{t['beside']} {bound:.3g} bounds it from above in every run" if "its ceiling" in said else m.get("why")
@@ -151,8 +152,14 @@ def evaluate(metrics: pd.DataFrame, cells: pd.DataFrame, claims: list[dict] | No
                          "documented": documented(c, t), "pair": describe(t), "metric": t["metric"], "unit": unit(c, t),
                          "before": t["before"], "after": t.get("after"), "why this pair": t.get("why", ""),
                          "value": m.get("median"), "lo": m.get("lo"), "hi": m.get("hi"), "n": m.get("n"),
-                         "run_set": m.get("run_set"), "verdict": said, "why": why, "beside": t.get("beside"), "beside_value": beside.get("median")})
+                         "run_set": m.get("run_set"), "verdict": said, "why": why, "beside": t.get("beside"), "beside_cell": beside_cell(t),
+                         "beside_value": beside.get("median")})
     return pd.DataFrame(rows)
+
+
+def beside_cell(t: dict) -> str:
+    """The cell a test's `beside` metric is read on: its after cell (what the fix brings), else its one cell."""
+    return t.get("after") or t["before"]
 
 
 def documented(c: dict, t: dict) -> str:

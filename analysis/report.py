@@ -101,8 +101,8 @@ def claims_rows(tables: dict) -> pd.DataFrame:
     c = claims.evaluate(tables["metrics"], tables["cells"])
     c[f"measured here ({CI}; n)"] = ["" if pd.isna(v) else f"{interval(v, lo, hi)} (n={int(n)})"
                                        for v, lo, hi, n in zip(c.value, c.lo, c.hi, c.n)]
-    c[f"measured here ({CI}; n)"] += [f"; {b} {num(x)}" if isinstance(b, str) and not pd.isna(x) else ""
-                                        for b, x in zip(c.beside, c.beside_value)]
+    c[f"measured here ({CI}; n)"] += [f"; {b} of {v} {num(x)}" if isinstance(b, str) and not pd.isna(x) else ""
+                                        for b, v, x in zip(c.beside, c.beside_cell, c.beside_value)]
     c["verdict"] = [f"{v}: {w}" if isinstance(w, str) and w else v for v, w in zip(c.verdict, c.why)]  # no verdict: why
     return c
 

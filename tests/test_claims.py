@@ -237,3 +237,18 @@ def test_every_source_a_claim_cites_is_named_with_its_title():
     cited = {s for c in claims.load() for s in c["source"].split(", ")}
     line = report.sources_line(cited)
     assert all(f"{'article ' + s if s.isdigit() else s}: \"" in line for s in cited), line
+
+
+def test_a_metric_beside_a_ratio_is_read_on_the_cell_the_fix_makes(tmp_path):
+    """compile-kernels per forward on real H100 records (three paired repetitions): the count rises
+    under torch.compile in fp32 NCHW, and the layout transposes inductor adds are shown beside,
+    read on the compiled cell (the baseline launches none)."""
+    data = Path(__file__).parent / "data" / "h100-traces"
+    table = claims.evaluate(*results(sorted(data.glob("*.json")), tmp_path))
+    row = table[(table.id == "compile-kernels") & (table.metric == "kernels_per_forward")].iloc[0]
+    forward = {v: value(data / f"resnet50--{v}--nsys--rep0.json", "kernels_per_forward") for v in ("baseline", "compile")}
+    assert row.value == pytest.approx(forward["baseline"] / forward["compile"]) and row.n == 3
+    assert row.verdict == "does not hold (the opposite)"
+    assert (row.beside_cell, row.beside_value) == ("compile", value(data / "resnet50--compile--nsys--rep0.json",
+                                                                   "layout_kernels_per_forward"))
+    assert row.beside_value > 0
