@@ -142,8 +142,8 @@ def evaluate(metrics: pd.DataFrame, cells: pd.DataFrame, claims: list[dict] | No
     rows = []
     for c in claims or load():
         for t in c["tests"]:
-            m = measure(t, metrics, cells)
-            beside = measure({**t, "kind": "share", "metric": t["beside"], "before": beside_cell(t)}, metrics, cells) \
+            m, at = measure(t, metrics, cells), beside_cell(t)
+            beside = measure({**t, "kind": "share", "metric": t["beside"], "before": at}, metrics, cells) \
                 if "beside" in t else {}
             bound = beside.get("median") if t.get("ceiling") else None
             said = verdict(t["kind"], m, t.get("effect"), t.get("range"), t.get("expect", "higher"), bound)
@@ -152,7 +152,7 @@ def evaluate(metrics: pd.DataFrame, cells: pd.DataFrame, claims: list[dict] | No
                          "documented": documented(c, t), "pair": describe(t), "metric": t["metric"], "unit": unit(c, t),
                          "before": t["before"], "after": t.get("after"), "why this pair": t.get("why", ""),
                          "value": m.get("median"), "lo": m.get("lo"), "hi": m.get("hi"), "n": m.get("n"),
-                         "run_set": m.get("run_set"), "verdict": said, "why": why, "beside": t.get("beside"), "beside_cell": beside_cell(t),
+                         "run_set": m.get("run_set"), "verdict": said, "why": why, "beside": t.get("beside"), "beside_cell": at,
                          "beside_value": beside.get("median")})
     return pd.DataFrame(rows)
 

@@ -59,3 +59,13 @@ def test_a_failed_cell_hands_over_to_a_fresh_process_and_a_rerun_skips_done_cell
     assert not sweep.done(fine, jobs[1][1])
     run_sweep(jobs, tmp_path / "sweep.json")
     assert json.loads(jobs[1][1].read_text())["spec"]["measured_steps"] == 4
+
+
+def test_a_sweep_takes_its_jobs_one_way_only(tmp_path, capsys):
+    import pytest
+    from trainperf import cli
+    for both_or_none in (["--jobs", "[]", "--jobs-file", "x"], []):
+        with pytest.raises(SystemExit) as stop:
+            cli.main(["sweep", *both_or_none, "--out", str(tmp_path / "sweep.json")])
+        assert stop.value.code == 2 and "--jobs" in capsys.readouterr().err
+    assert not (tmp_path / "sweep.json").exists()

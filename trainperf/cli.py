@@ -20,6 +20,11 @@ def arg(*names, **options) -> tuple:
     return names, options
 
 
+def one_of(*arguments: tuple) -> tuple:
+    """Arguments of which a command takes exactly one (argparse's required exclusive group)."""
+    return "one_of", arguments
+
+
 def command(name: str, help: str, *arguments: tuple):
     """Register a command with its arguments, declared beside the function that runs it."""
     def register(func):
@@ -74,8 +79,8 @@ def cmd_run(args) -> int:
 
 
 @command("sweep", "run several cells in one process (what the Snakefile calls)",
-         arg("--jobs", help="JSON list of [spec, record path] pairs"),
-         arg("--jobs-file", help="a file holding that list (what the Snakefile passes)"),
+         one_of(arg("--jobs", help="JSON list of [spec, record path] pairs"),
+                arg("--jobs-file", help="a file holding that list (what the Snakefile passes)")),
          arg("--out", required=True, help="write the list of records here when all are done"))
 def cmd_sweep(args) -> int:
     from trainperf import sweep
@@ -343,7 +348,12 @@ def parser() -> argparse.ArgumentParser:
     for name, (func, help, arguments) in COMMANDS.items():
         s = sub.add_parser(name, help=help)
         for names, options in arguments:
-            s.add_argument(*names, **options)
+            if names == "one_of":
+                group = s.add_mutually_exclusive_group(required=True)
+                for n, o in options:
+                    group.add_argument(*n, **o)
+            else:
+                s.add_argument(*names, **options)
         s.set_defaults(func=func)
     return p
 
@@ -354,8 +364,6 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.command == "run" and not args.spec and not args.workload:
         parser().error("run needs a workload name or --spec")
-    if args.command == "sweep" and bool(args.jobs) == bool(args.jobs_file):
-        parser().error("sweep needs one of --jobs and --jobs-file")
     if args.command == "compile" and not (args.jobs or (args.spec and args.out)):
         parser().error("compile needs --jobs, or --spec and --out")
     try:
