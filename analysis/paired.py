@@ -1,8 +1,9 @@
 """Paired ratios: what a change is worth, from runs of one set measured side by side.
 
 A ratio of two cells (after / before) is made only from runs of one set of runs (same GPU, same
-commit, same day) that share a repetition: repetition r of every cell ran before repetition r+1
-of any, so each pair saw the same machine at nearly the same time. The ratio reported is the median
+commit, same day) that share a repetition, where the set ran them repetition by repetition (no
+repetition's runs span another's start, as across a stop and a rerun), so each pair saw the same
+machine at nearly the same time. The ratio reported is the median
 of the paired ratios, with a 95 % bootstrap interval of that median; with fewer than MIN_PAIRS
 pairs there is no interval, and a ratio whose interval holds 1.0 is not established. A run from a
 tree with uncommitted changes, or a cell that failed in any run of the set, gives no ratio.
@@ -52,6 +53,19 @@ def pairs(runs: pd.DataFrame, before: str, after: str) -> dict[str, pd.DataFrame
     return {k: v for k, v in out.items() if len(v)}
 
 
+def out_of_order(cells: pd.DataFrame, rset: str, variants: list[str], reps) -> str | None:
+    """Why a set's runs do not interleave two cells: one repetition's runs span another's start
+    (e.g. across a stop and a rerun); None where each repetition ran as a block, or starts are unknown."""
+    c = cells[(cells.run_set == rset) & cells.variant.isin(variants) & cells.rep.isin(list(reps))]
+    if "started" not in c or c.started.isna().any() or c.rep.nunique() < 2:
+        return None
+    span = c.groupby("rep").started.agg(["min", "max"]).sort_values("min")
+    for (r, a), (q, b) in zip(span.iterrows(), list(span.iterrows())[1:]):
+        if a["max"] > b["min"]:
+            return f"not interleaved in its set: repetition {r}'s runs span repetition {q}'s start"
+    return None
+
+
 def failed_in(cells: pd.DataFrame, variant: str, rset: str | None) -> str | None:
     """'failed in k of N runs' where the cell failed in that set of runs (or in any, with no set)."""
     c = cells[cells.variant == variant]
@@ -64,12 +78,17 @@ def ratio(runs: pd.DataFrame, cells: pd.DataFrame, before: str, after: str, op: 
     """The paired ratio after / before (op "difference": after - before) of one workload x
     profiler x metric (runs: its metric rows with run_set; cells: its cells with status, run_set
     and started): median, lo, hi, n, run_set, status (gain, loss, not established, too few pairs,
-    unpaired, failed) and why. Where several sets pair it: the one with most pairs, then the latest."""
+    unpaired, failed) and why. Where several sets pair it interleaved: the one with most pairs, then the latest."""
     found = pairs(runs, before, after)
     if not found:
         why = failed_in(cells, before, None) or failed_in(cells, after, None)
         return {"status": "failed" if why else "unpaired", "n": 0,
                 "why": why or "no set of runs measured both (same GPU, commit and day)"}
+    apart = {k: out_of_order(cells, k, [before, after], v.index) for k, v in found.items()}
+    if all(apart.values()):  # no set ran them interleaved
+        rset = max(apart)
+        return {"status": "unpaired", "n": 0, "run_set": rset, "why": apart[rset]}
+    found = {k: v for k, v in found.items() if not apart[k]}
     last = cells.dropna(subset=["started"]).groupby("run_set").started.max() if "started" in cells else {}
     rset, both = max(found.items(), key=lambda kv: (len(kv[1]), str(last.get(kv[0], kv[0].split("|")[2]))))
     why = failed_in(cells, before, rset) or failed_in(cells, after, rset)

@@ -61,7 +61,8 @@ def ratio_text(r) -> str:
     if r is None:
         return ""
     if r["status"] in ("unpaired", "failed"):
-        return r["status"]
+        apart = isinstance(r.get("why"), str) and r["why"].startswith("not interleaved")
+        return "unpaired (not interleaved)" if apart else r["status"]
     value = f"{r['median']:.3g}x"
     if r["status"] == "too few pairs":
         return f"{value} (n={int(r['n'])}, no interval)"

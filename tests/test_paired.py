@@ -152,3 +152,24 @@ def test_a_ladder_gain_names_the_stage_it_is_measured_over():
     assert first.basis(step("ladder-upto-tf32", "ladder-upto-amp")) == "step alone, over +tf32"
     assert first.basis(step("baseline", "ladder-upto-tf32")) == "step alone"
     assert first.basis(pd.Series({"profiler": "timing", "before": "optimized-no-dali", "after": "optimized"})) == "with the others on"
+
+
+def started(c: pd.DataFrame, order: list[tuple[str, int]]) -> pd.DataFrame:
+    """The cells with start times in the given run order, a minute apart."""
+    when = {k: f"2026-12-06T10:{i:02d}:00+0000" for i, k in enumerate(order)}
+    return c.assign(started=[when[(v, r)] for v, r in zip(c.variant, c.rep)])
+
+
+def test_pairs_measured_apart_in_their_set_give_no_ratio():
+    """Repetitions run as blocks in any order pair; a repetition split by a stop and a rerun (the
+    after cell's repetitions 0 and 2 first, the before cell's three later) does not."""
+    df = runs({"baseline": [100, 100, 100], "amp": [200, 190, 210]})
+    blocks = [("amp", 1), ("baseline", 1), ("baseline", 0), ("amp", 0), ("baseline", 2), ("amp", 2)]
+    assert paired.ratio(df, started(cells_of(df), blocks), "baseline", "amp")["status"] == "gain"
+    split = [("amp", 0), ("amp", 2), ("baseline", 0), ("baseline", 2), ("baseline", 1), ("amp", 1)]
+    r = paired.ratio(df, started(cells_of(df), split), "baseline", "amp")
+    assert r["status"] == "unpaired" and "not interleaved" in r["why"] and "median" not in r
+    other = runs({"baseline": [100, 100, 100], "amp": [150, 150, 150]}, SET_B)
+    both = pd.concat([df, other])
+    cells = pd.concat([started(cells_of(df), split), started(cells_of(other), blocks)])
+    assert paired.ratio(both, cells, "baseline", "amp")["run_set"] == SET_B  # the set that interleaved them
