@@ -142,7 +142,7 @@ def aliases(cells: pd.DataFrame) -> dict[tuple[str, str], str]:
 def ratio_table(metrics: pd.DataFrame, cells: pd.DataFrame, catalog) -> pd.DataFrame:
     """ratios.csv: every comparison's paired ratio of throughput, in the timing runs and (where
     both cells ran it) the step alone; and of the energy per sample in the timing runs that
-    measured it (what a fix saves in energy: below 1 is a saving); and what the energy meter costs
+    measured it (what a fix saves in energy: below 1 is a saving, status gain); and what the energy meter costs
     the cells also run without it (profilers timing/bare, step/step-bare)."""
     ran = cells[cells.status.isin(["ok", "failed"]) | cells.reason.astype(str).str.startswith("same knobs as")]
     timed = ran[ran.profiler == "timing"]
@@ -150,7 +150,7 @@ def ratio_table(metrics: pd.DataFrame, cells: pd.DataFrame, catalog) -> pd.DataF
              for p in ("timing", "step") if (ran.profiler == p).any()]
     if (metrics.metric == "energy_per_sample").any() and len(timed):
         parts.append(paired.table(metrics, cells, comparisons(timed, catalog), metric="energy_per_sample",
-                                  aliases=aliases(cells)))
+                                  aliases=aliases(cells), lower_is_better=True))
     if ran.profiler.isin(list(METERED)).any():
         parts.append(meter_cost(metrics, cells))
     return pd.concat(parts, ignore_index=True) if parts else paired.table(metrics, cells, [])

@@ -105,9 +105,11 @@ def ratio(runs: pd.DataFrame, cells: pd.DataFrame, before: str, after: str, op: 
 
 
 def table(metrics: pd.DataFrame, cells: pd.DataFrame, comparisons: list[tuple[str, str, str]],
-          metric: str = "throughput", profiler: str = "timing", aliases: dict | None = None) -> pd.DataFrame:
+          metric: str = "throughput", profiler: str = "timing", aliases: dict | None = None,
+          lower_is_better: bool = False) -> pd.DataFrame:
     """One row per (workload, before, after) comparison of `metric` under `profiler`; a variant the
-    matrix measured as another (aliases: (workload, variant) -> that one) is read as it."""
+    matrix measured as another (aliases: (workload, variant) -> that one) is read as it. Status
+    gain / loss is the better / worse side of 1 (below 1 where lower is better, as for energy)."""
     rows, aliases = [], aliases or {}
     m = metrics[(metrics.metric == metric) & (metrics.profiler == profiler)]
     c = cells[cells.profiler == profiler]
@@ -115,6 +117,8 @@ def table(metrics: pd.DataFrame, cells: pd.DataFrame, comparisons: list[tuple[st
         b, a = (aliases.get((workload, v), v) for v in (before, after))
         r = ratio(m[m.workload == workload], c[c.workload == workload], b, a) if a != b else \
             {"status": "unpaired", "n": 0, "why": f"{after} is {before} here"}
+        if lower_is_better and r["status"] in ("gain", "loss"):
+            r["status"] = {"gain": "loss", "loss": "gain"}[r["status"]]
         rows.append({"workload": workload, "before": before, "after": after, "profiler": profiler,
                      "metric": metric, **r})
     columns = ["workload", "before", "after", "profiler", "metric", "median", "lo", "hi", "n", "status",

@@ -173,3 +173,10 @@ def test_pairs_measured_apart_in_their_set_give_no_ratio():
     both = pd.concat([df, other])
     cells = pd.concat([started(cells_of(df), split), started(cells_of(other), blocks)])
     assert paired.ratio(both, cells, "baseline", "amp")["run_set"] == SET_B  # the set that interleaved them
+
+
+def test_less_energy_per_sample_reads_as_a_gain():
+    df = runs({"baseline": [3.0, 3.1, 2.9], "amp": [1.0, 1.1, 0.9]}).assign(metric="energy_per_sample")
+    t = paired.table(df, cells_of(df), [("resnet50", "baseline", "amp")], metric="energy_per_sample",
+                     lower_is_better=True)
+    assert t.status.tolist() == ["gain"] and t["median"].iloc[0] < 1
