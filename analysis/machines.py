@@ -169,8 +169,9 @@ def render(root: str | Path) -> Path:
     parts = ["# Results: every machine side by side\n",
              "Generated from each machine's folder (`trainperf machines results`); each folder's REPORT.md has the "
              "evidence. Throughput: median [min, max] over runs; a gain or speedup: median of ratios paired within "
-             "one set of runs [95 % interval]. A ratio never pairs runs of two machines: compare two folders cell by "
-             "cell with `trainperf compare results/<a> results/<b>`.\n",
+             "one set of runs [95 % interval; from 3 pairs, their range, which holds the true median 3 times in 4]. "
+             "A ratio never pairs runs of two machines: compare two folders cell by cell with "
+             "`trainperf compare results/<a> results/<b>`.\n",
              "## The machines\n", machines_table(dirs),
              "Each peak is the one its limits.json holds (measured by the set of runs it names), the best of 7 repeats; "
              "a blank or a missing row: a set made before the suite measured it.\n",

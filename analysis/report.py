@@ -324,8 +324,9 @@ def summary_section(summary, tables, claim_rows) -> list[str]:
     """The answer first (throughput and speedups, the fixes that gained most, the claims' verdicts,
     the caveats), the terms they use last."""
     return ["## Summary\n", "**What each workload trains at**, at its own batch size (throughput: median [min, max] over "
-            "runs; speedup: median of the ratios paired within one set of runs [95 % interval]; the step alone: one batch "
-            "held on the GPU, no loader, what the GPU side alone gains; [terms](#terms)):\n",
+            "runs; speedup: median of the ratios paired within one set of runs [95 % interval; from 3 pairs, their "
+            "range, which holds the true median 3 times in 4]; the step alone: one batch held on the GPU, no "
+            "loader, what the GPU side alone gains; [terms](#terms)):\n",
             headline_table(summary, tables), settings_text(summary),
             "**The fixes that gained most**, established gains only, by side (input: the loader and the copy; step: the "
             "GPU's work and the host's syncs), each on the first basis that gives it an interval: a step-side fix at the "
