@@ -24,8 +24,8 @@ def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, 
 def chain_rows(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, workload: str, chain: str,
                start: bool = False) -> list[dict]:
     """A chain's stages that were measured (variants.csv), each with its throughput (a stage the
-    matrix measured as another variant shows that one's), its paired gain over the stage shown
-    before it and over the baseline (the profiler its chain runs under); with `start`, the baseline
+    matrix measured as another variant shows that one's; one after stages not measured names their
+    fixes too), its paired gain over the stage shown before it and over the baseline (the profiler its chain runs under); with `start`, the baseline
     it starts from first."""
     same = aggregate.aliases(cells)
     if "chain" not in variants:
@@ -39,15 +39,18 @@ def chain_rows(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, wor
     if start and (b := metric(summary, workload, "baseline", "throughput", profiler)) is not None:
         rows.append({"stage": "baseline", "variant": "baseline", f"throughput ({profiler})": spread(b),
                      "over the stage before (paired)": "", f"over the baseline's {profiler} run (paired)": ""})
+    unmeasured = []  # the fixes of stages not measured since the last one shown: the next adds them too
     for v, step in zip(stages.variant, stages.about):
         measured = same.get((workload, v), v)  # the variant with this stage's knobs that ran
         t = metric(summary, workload, measured, "throughput", profiler)
         if t is None:
-            continue  # a stage this run did not measure
+            unmeasured.append(step)
+            continue
         if measured == same.get((workload, before), before):
             prev = v  # a stage that changes nothing here: not shown, its successor's ratio is over it
             continue
-        rows.append({"stage": f"+ {step}", "variant": v if measured == v else f"{v} (= {measured})",
+        added, unmeasured = ", ".join([*unmeasured, step]), []
+        rows.append({"stage": f"+ {added}", "variant": v if measured == v else f"{v} (= {measured})",
                      f"throughput ({profiler})": spread(t),
                      "over the stage before (paired)": "" if before == "baseline" and not rows else
                      ratio_text(ratio_row(ratios, workload, prev, v, profiler)),

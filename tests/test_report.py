@@ -528,6 +528,25 @@ def test_a_chain_stage_after_one_that_changes_nothing_shows_its_gain_over_that_o
     assert text.splitlines()[3].startswith("| + tf32 | ladder-upto-tf32 | 200 [99, 101] | 1.5x [1.4, 1.6] |")
 
 
+def test_a_chain_stage_after_stages_not_measured_names_every_fix_it_adds():
+    """The copy chain with only its last two stages measured: the first shown names the fixes of the
+    stages before it too, since its gain over the baseline is theirs as well."""
+    from analysis import sections
+    fixes = ["workers", "lazy-sync", "compile", "pinned-async"]
+    variants = pd.DataFrame([{"workload": "resnet50", "variant": f"copy-upto-{f}", "chain": "copy", "order": i,
+                              "about": f} for i, f in enumerate(fixes)])
+    ran = ["baseline", "copy-upto-compile", "copy-upto-pinned-async"]
+    summary = pd.DataFrame([{"workload": "resnet50", "variant": v, "profiler": "timing", "metric": "throughput",
+                             "status": "ok", "median": 100.0, "lo": 99.0, "hi": 101.0, "n": 3} for v in ran])
+    ratios = pd.DataFrame([{"workload": "resnet50", "before": b, "after": a, "profiler": "timing", "metric": "throughput",
+                            "median": 2.0, "lo": 1.9, "hi": 2.1, "n": 3, "status": "gain"}
+                           for b, a in zip(ran, ran[1:])])
+    cells = pd.DataFrame(columns=["workload", "variant", "profiler", "status", "reason"])
+    stages = [line.split("|")[1].strip() for line in
+              sections.chain_section(summary, ratios, variants, cells, "resnet50", "copy").splitlines()[2:]]
+    assert stages == ["baseline", "+ workers, lazy-sync, compile", "+ pinned-async"]
+
+
 def test_chains_shown_together_share_one_table_with_a_column_naming_each():
     """The loss-read chains (bf16, batch 32, fp16) read as one table: each row names its chain."""
     from analysis import sections
