@@ -49,7 +49,7 @@ def speedups(ratios: pd.DataFrame, workload: str, path: Path, names: list[str],
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_xscale("log")
     edges = rows.hi.fillna(rows["median"]).clip(lower=1.0)
-    labels = [f"{value:.2g}x" + (f" (n={int(n)}, no interval)" if s == "too few pairs" else
+    labels = [f"{value:.3g}x" + (f" (n={int(n)}, no interval)" if s == "too few pairs" else
                                  " (not established)" if s == "not established" else "")
               for value, n, s in zip(rows["median"], rows.n, rows.status)]
     for i, (label, edge) in enumerate(zip(labels, edges)):
