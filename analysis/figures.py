@@ -135,7 +135,7 @@ def time_per_step(phases: pd.DataFrame, workload: str, profiler: str, path: Path
     phases = phases.sort_values("total", ascending=False).reset_index(drop=True)
     slow = phases.total > phases.total.max() / 5
     groups = [g for g in (phases[slow], phases[~slow]) if not g.empty]
-    cols = [c for c in phases.columns if c not in ("variant", "total")]
+    cols = [c for c in phases.columns if c not in ("variant", "total", "timed")]
     colors = dict(zip(cols, sns.color_palette("Set2", len(cols))))
     sns.set_theme(style="whitegrid")
     height = 0.42 * len(phases) + 1.85 + 0.5 * len(groups)
@@ -148,7 +148,8 @@ def time_per_step(phases: pd.DataFrame, workload: str, profiler: str, path: Path
     handles = [(h, c) for h, c in zip(*axes[0, 0].get_legend_handles_labels()) if c in seen]
     fig.legend(*zip(*handles), fontsize=8, loc="lower center", ncol=3, frameon=False)
     scales = "\n(the lower panel on a scale of its own: steps under a fifth of the slowest)" if len(groups) > 1 else ""
-    fig.suptitle(f"{workload}: host time per step by phase ({profiler}){scales}", fontsize=10)
+    fig.suptitle(f"{workload}: host time per step by phase under {profiler} (timed: the step's median in its timing "
+                 f"runs, no tool){scales}", fontsize=10)
     fig.tight_layout(rect=(0, (0.1 + 0.22 * -(-len(handles) // 3)) / height, 1, 1))  # room for the legend's rows
     return save(fig, path, tight=False)
 
@@ -159,8 +160,10 @@ def stacked(ax, phases: pd.DataFrame, cols: list[str], colors: dict) -> None:
     for col in cols:
         ax.barh(phases.variant, phases[col], left=left, color=colors[col], label=PHASE_NAMES.get(col, col))
         left += phases[col]
-    for i, total in enumerate(phases.total):
-        ax.annotate(f"{total:,.0f} ms" if total >= 1000 else f"{total:.3g} ms", (total, i), xytext=(4, 0),
+    ms = lambda x: f"{x:,.0f} ms" if x >= 1000 else f"{x:.3g} ms"  # noqa: E731
+    timed = phases.timed if "timed" in phases else pd.Series(None, index=phases.index)
+    for i, (total, t) in enumerate(zip(phases.total, timed)):
+        ax.annotate(ms(total) + ("" if t is None or pd.isna(t) else f" (timed: {ms(t)})"), (total, i), xytext=(4, 0),
                     textcoords="offset points", va="center", fontsize=8)
-    ax.set_xlim(0, phases.total.max() * 1.25)
+    ax.set_xlim(0, phases.total.max() * 1.45)
     ax.invert_yaxis()

@@ -46,7 +46,8 @@ def breakdown(summary: pd.DataFrame, workload: str) -> pd.DataFrame:
 
 
 def phases(summary: pd.DataFrame, workload: str, profiler: str) -> pd.DataFrame:
-    """Per variant the profiler observed: ms per step in each loop phase, the rest of the step, the total."""
+    """Per variant the profiler observed: ms per step in each loop phase, the rest of the step, the
+    total, and the timing run's step beside it (`timed`: no tool's cost; None where not timed)."""
     rows = []
     for variant in sorted(summary[(summary.workload == workload) & (summary.profiler == profiler)].variant.unique()):
         step = metric(summary, workload, variant, "profiled_step_time", profiler)
@@ -54,7 +55,9 @@ def phases(summary: pd.DataFrame, workload: str, profiler: str) -> pd.DataFrame:
         if step is None or any(r is None for r in got.values()):
             continue
         ms = {p: r["median"] for p, r in got.items()}
-        rows.append({"variant": variant, **ms, "rest": max(0.0, step["median"] - sum(ms.values())), "total": step["median"]})
+        timed = metric(summary, workload, variant, "step_time", "timing")
+        rows.append({"variant": variant, **ms, "rest": max(0.0, step["median"] - sum(ms.values())), "total": step["median"],
+                     "timed": None if timed is None else timed["median"]})
     return pd.DataFrame(rows)
 
 
