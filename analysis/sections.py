@@ -428,18 +428,19 @@ def agreement_by_window(agree: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_sets_section(cells: pd.DataFrame) -> str:
-    """Each set of runs the tables rest on (GPU, commit, day: a property of its records), what it
-    holds, and the command that makes such a set again at that commit."""
+    """Each set of runs the tables rest on (GPU, commit, day: a property of its records), numbered in
+    the order they began, what it holds, and the command that makes such a set again at that commit."""
     ran = cells[cells.status.isin(["ok", "failed"]) & cells.run_set.notna()]
     if ran.empty:
         return ""
     rows = []
-    for rset, g in sorted(ran.groupby("run_set"), key=lambda kv: kv[0].split("|")[2]):
+    first = lambda kv: str(kv[1].started.min()) if "started" in kv[1] else kv[0].split("|")[2]  # noqa: E731
+    for n, (rset, g) in enumerate(sorted(ran.groupby("run_set"), key=first), 1):
         gpu, commit, day = rset.split("|")
         presets = sorted(g.preset.dropna().unique()) if "preset" in g else []
         workloads = sorted(g.workload.unique())
         command = "; ".join(remake(presets[0], w, g[g.workload == w]) for w in workloads) if len(presets) == 1 else ""
-        rows.append({"day": day, "commit": commit[:12], "GPU": gpu[:12], "preset": ", ".join(presets),
+        rows.append({"set": n, "day": day, "commit": commit[:12], "GPU": gpu[:12], "preset": ", ".join(presets),
                      "workloads": ", ".join(workloads), "variants": g.variant.nunique(),
                      "runs (failed)": f"{len(g)} ({(g.status == 'failed').sum()})", "made again by": command})
     return ("A set of runs is its records' GPU (its UUID), commit and day; a ratio pairs runs of one set only. "
