@@ -79,8 +79,7 @@ def fix_gain(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, fix: s
     if side == "step" and fix in set(ladder.about):
         names = list(ladder.variant)
         i = list(ladder.about).index(fix)
-        if i:
-            candidates.append((names[i - 1], names[i], "step"))
+        candidates.append((names[i - 1] if i else "baseline", names[i], "step"))
     candidates += [("optimized", f"optimized-no-{fix}", "timing"), ("baseline", fix, "timing")]
     found = [inverted(r) if before == "optimized" else r for before, after, profiler in candidates
              if (r := ratio_row(ratios, workload, before, after, profiler)) is not None
@@ -107,10 +106,13 @@ def inverted(r: pd.Series) -> pd.Series:
 
 
 def top_fixes(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, side: str, top: int = 3) -> list:
-    """The `top` fixes of one side with the largest established gain (fix_gain), largest first."""
-    fixes = variants[(variants.workload == workload) & (variants.kind == "fix") & (variants.side == side)].about
-    gains = [(f, g) for f in fixes if (g := fix_gain(ratios, variants, workload, f, side)) is not None
-             and g["status"] == "gain"]
+    """The `top` fixes of one side with the largest established gain (fix_gain), largest first; on the
+    step side the ladder's stages that optimized does not apply (tf32) compete too, named as such."""
+    v = variants[variants.workload == workload]
+    fixes = list(v[(v.kind == "fix") & (v.side == side)].about)
+    beside = [a for a in v[(v.kind == "stage") & (v.chain == "ladder")].about if a not in fixes] if side == "step" else []
+    gains = [(f if f in fixes else f"{f} (not in optimized)", g) for f in fixes + beside
+             if (g := fix_gain(ratios, variants, workload, f, side)) is not None and g["status"] == "gain"]
     return sorted(gains, key=lambda fg: -fg[1]["median"])[:top]
 
 

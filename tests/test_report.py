@@ -429,6 +429,9 @@ def test_a_fix_gain_reads_the_ablation_the_right_way_round_and_prefers_the_step_
     amp = first.fix_gain(ratios, variants, "w", "amp", "step")
     assert (amp["profiler"], amp["median"]) == ("step", 1.5)  # the step alone, not the ablation
     assert [f for f, _ in first.top_fixes(ratios, variants, "w", "input")] == ["dali"]
+    tf32 = pd.concat([ratios, pd.DataFrame([r("baseline", "ladder-upto-tf32", "step", 2.0, 1.9, 2.1, "gain")])])
+    assert [(f, first.basis(g)) for f, g in first.top_fixes(tf32, variants, "w", "step")] == \
+        [("tf32 (not in optimized)", "step alone"), ("amp", "step alone, over +tf32")]  # the ladder's first stage too
     few = pd.DataFrame([r("ladder-upto-tf32", "ladder-upto-amp", "step", 1.5, np.nan, np.nan, "too few pairs"),
                         r("baseline", "amp", "timing", 1.2, 1.1, 1.3, "gain")])
     amp = first.fix_gain(few, variants, "w", "amp", "step")  # no interval at the step alone: the next basis
