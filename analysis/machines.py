@@ -45,17 +45,19 @@ def headline_table(tables: dict[str, dict]) -> str:
         row = {"workload": w, "variant": v}
         for m, h in frames.items():
             r = h[(h.workload == w) & (h.variant == v)] if len(h) else h  # a machine without timing cells: blank
-            row[m] = "" if r.empty else failed(r.iloc[0].speedup) or \
+            row[m] = "" if r.empty else failed(r.iloc[0].speedup, v) or \
                 f"{fmt(*r.iloc[0][['median', 'lo', 'hi']])} {r.iloc[0].unit}" + (
                     "" if v == "baseline" else f", {ratio_text(r.iloc[0].speedup)}")
         rows.append(row)
     return table(pd.DataFrame(rows))
 
 
-def failed(speedup) -> str | None:
-    """'failed: optimized failed in 2 of 3 runs' for a cell that failed in any run (no throughput shown)."""
-    ok = speedup is None or not isinstance(speedup, (dict, pd.Series)) or speedup.get("status") != "failed"
-    return None if ok else f"failed: {speedup.get('why')}"
+def failed(speedup, variant: str) -> str | None:
+    """'failed: optimized failed in 2 of 3 runs' where the variant itself failed in any run of its
+    speedup's set (its throughput then not shown); None otherwise."""
+    why = speedup.get("why") if isinstance(speedup, (dict, pd.Series)) else None
+    mine = isinstance(why, str) and why.startswith(f"{variant} failed") and speedup.get("status") == "failed"
+    return f"failed: {why}" if mine else None
 
 
 BLOCK = ("<!-- the headline: `trainperf machines` writes it from results/ -->", "<!-- end of the headline -->")
@@ -71,7 +73,7 @@ def headline_block(tables: dict[str, dict]) -> str:
             ends = h[h.workload == w].set_index("variant")
             if {"baseline", "optimized"} <= set(ends.index):
                 b, o = ends.loc["baseline"], ends.loc["optimized"]
-                after = f"{o.unit} -> {failed(o.speedup)}" if failed(o.speedup) else \
+                after = f"{o.unit} -> {failed(o.speedup, 'optimized')}" if failed(o.speedup, "optimized") else \
                     f"-> {num(o['median'])} {o.unit}, {ratio_text(o.speedup)}"
                 rows.setdefault(w, {"workload": w})[m] = f"{num(b['median'])} {after}"
     order = first.workload_order(rows)

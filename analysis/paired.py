@@ -2,11 +2,11 @@
 
 A ratio of two cells (after / before) is made only from runs of one set of runs (same GPU, same
 commit, same day) that share a repetition, where the set ran them repetition by repetition (no
-repetition's runs span another's start, as across a stop and a rerun), so each pair saw the same
-machine at nearly the same time. The ratio reported is the median
-of the paired ratios, with a 95 % bootstrap interval of that median; with fewer than MIN_PAIRS
-pairs there is no interval, and a ratio whose interval holds 1.0 is not established. A run from a
-tree with uncommitted changes, or a cell that failed in any run of the set, gives no ratio.
+repetition's runs span another's start, as a stop and a rerun can leave them), so each pair saw
+the same machine at nearly the same time. The ratio reported is the median of the paired ratios,
+with a 95 % bootstrap interval of that median; with fewer than MIN_PAIRS pairs there is no
+interval, and a ratio whose interval holds 1.0 is not established. A run from a tree with
+uncommitted changes, or a cell that failed in any run of the set, gives no ratio.
 """
 from __future__ import annotations
 
@@ -54,12 +54,13 @@ def pairs(runs: pd.DataFrame, before: str, after: str) -> dict[str, pd.DataFrame
 
 
 def out_of_order(cells: pd.DataFrame, rset: str, variants: list[str], reps) -> str | None:
-    """Why a set's runs do not interleave two cells: one repetition's runs span another's start
-    (e.g. across a stop and a rerun); None where each repetition ran as a block, or starts are unknown."""
+    """Why a set's runs do not interleave two cells: one repetition's runs span another's start (as
+    a stop and a rerun can leave them); None where each repetition ran as a block, or starts are unknown."""
     c = cells[(cells.run_set == rset) & cells.variant.isin(variants) & cells.rep.isin(list(reps))]
     if "started" not in c or c.started.isna().any() or c.rep.nunique() < 2:
         return None
-    span = c.groupby("rep").started.agg(["min", "max"]).sort_values("min")
+    when = c.assign(started=pd.to_datetime(c.started, utc=True, format="ISO8601"))
+    span = when.groupby("rep").started.agg(["min", "max"]).sort_values("min")
     for (r, a), (q, b) in zip(span.iterrows(), list(span.iterrows())[1:]):
         if a["max"] > b["min"]:
             return f"not interleaved in its set: repetition {r}'s runs span repetition {q}'s start"
@@ -84,16 +85,15 @@ def ratio(runs: pd.DataFrame, cells: pd.DataFrame, before: str, after: str, op: 
         why = failed_in(cells, before, None) or failed_in(cells, after, None)
         return {"status": "failed" if why else "unpaired", "n": 0,
                 "why": why or "no set of runs measured both (same GPU, commit and day)"}
-    apart = {k: out_of_order(cells, k, [before, after], v.index) for k, v in found.items()}
-    if all(apart.values()):  # no set ran them interleaved
-        rset = max(apart)
-        return {"status": "unpaired", "n": 0, "run_set": rset, "why": apart[rset]}
-    found = {k: v for k, v in found.items() if not apart[k]}
     last = cells.dropna(subset=["started"]).groupby("run_set").started.max() if "started" in cells else {}
-    rset, both = max(found.items(), key=lambda kv: (len(kv[1]), str(last.get(kv[0], kv[0].split("|")[2]))))
+    best = lambda kv: (len(kv[1]), str(last.get(kv[0], kv[0].split("|")[2])))  # noqa: E731 - most pairs, then latest
+    apart = {k: out_of_order(cells, k, [before, after], v.index) for k, v in found.items()}
+    rset, both = max(((k, v) for k, v in found.items() if not apart[k]), key=best, default=max(found.items(), key=best))
     why = failed_in(cells, before, rset) or failed_in(cells, after, rset)
     if why:
         return {"status": "failed", "n": 0, "run_set": rset, "why": why}
+    if apart[rset]:  # no set ran them interleaved
+        return {"status": "unpaired", "n": 0, "run_set": rset, "why": apart[rset]}
     r = (both[after] / both[before] if op == "ratio" else both[after] - both[before]).to_numpy(dtype=float)
     neutral = 1.0 if op == "ratio" else 0.0
     out = {"median": float(np.median(r)), "n": len(r), "run_set": rset}

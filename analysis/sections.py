@@ -23,9 +23,9 @@ def chain_section(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, 
 
 def chain_rows(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, workload: str, chain: str,
                start: bool = False) -> list[dict]:
-    """A chain's stages that were measured (variants.csv), each with its throughput (a stage the
-    matrix measured as another variant shows that one's; one after stages not measured names their
-    fixes too), its paired gain over the stage shown before it and over the baseline (the profiler its chain runs under); with `start`, the baseline
+    """A chain's stages that were measured (variants.csv), each with its throughput (a stage the matrix
+    measured as another variant shows that one's; one after stages not measured names their fixes
+    too), its paired gain over the stage shown before it and over the baseline (the profiler its chain runs under); with `start`, the baseline
     it starts from first."""
     same = aggregate.aliases(cells)
     if "chain" not in variants:
@@ -434,7 +434,8 @@ def run_sets_section(cells: pd.DataFrame) -> str:
     if ran.empty:
         return ""
     rows = []
-    first = lambda kv: str(kv[1].started.min()) if "started" in kv[1] else kv[0].split("|")[2]  # noqa: E731
+    first = lambda kv: str(kv[1].started.min()) if "started" in kv[1] and kv[1].started.notna().any() \
+        else kv[0].split("|")[2]  # noqa: E731 - the set's first start, else its day
     for n, (rset, g) in enumerate(sorted(ran.groupby("run_set"), key=first), 1):
         gpu, commit, day = rset.split("|")
         presets = sorted(g.preset.dropna().unique()) if "preset" in g else []

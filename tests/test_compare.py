@@ -210,6 +210,8 @@ def test_the_readme_headline_is_rewritten_between_its_markers_and_nowhere_else(f
 def test_a_headline_cell_that_failed_in_any_run_shows_why_not_a_throughput():
     import pandas as pd
     from analysis import machines
-    assert machines.failed(pd.Series({"status": "failed", "why": "optimized failed in 2 of 3 runs"})) == \
+    assert machines.failed(pd.Series({"status": "failed", "why": "optimized failed in 2 of 3 runs"}), "optimized") == \
         "failed: optimized failed in 2 of 3 runs"
-    assert machines.failed(pd.Series({"status": "gain", "why": None})) is None and machines.failed(None) is None
+    assert machines.failed(pd.Series({"status": "failed", "why": "baseline failed in 1 of 3 runs"}), "optimized") is None
+    assert machines.failed(pd.Series({"status": "gain", "why": None}), "optimized") is None
+    assert machines.failed(None, "optimized") is None

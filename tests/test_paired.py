@@ -156,7 +156,8 @@ def test_a_ladder_gain_names_the_stage_it_is_measured_over():
 
 def started(c: pd.DataFrame, order: list[tuple[str, int]]) -> pd.DataFrame:
     """The cells with start times in the given run order, a minute apart."""
-    when = {k: f"2026-12-06T10:{i:02d}:00+0000" for i, k in enumerate(order)}
+    day = c.run_set.iloc[0].split("|")[2]
+    when = {k: f"{day}T10:{i:02d}:00+0000" for i, k in enumerate(order)}
     return c.assign(started=[when[(v, r)] for v, r in zip(c.variant, c.rep)])
 
 
@@ -169,10 +170,14 @@ def test_pairs_measured_apart_in_their_set_give_no_ratio():
     split = [("amp", 0), ("amp", 2), ("baseline", 0), ("baseline", 2), ("baseline", 1), ("amp", 1)]
     r = paired.ratio(df, started(cells_of(df), split), "baseline", "amp")
     assert r["status"] == "unpaired" and "not interleaved" in r["why"] and "median" not in r
-    other = runs({"baseline": [100, 100, 100], "amp": [150, 150, 150]}, SET_B)
+    other = runs({"baseline": [100, 100, 100], "amp": [150, 150, 150]}, SET_B)  # a later set, interleaved
     both = pd.concat([df, other])
-    cells = pd.concat([started(cells_of(df), split), started(cells_of(other), blocks)])
-    assert paired.ratio(both, cells, "baseline", "amp")["run_set"] == SET_B  # the set that interleaved them
+    assert paired.ratio(both, pd.concat([started(cells_of(df), split), started(cells_of(other), blocks)]),
+                        "baseline", "amp")["median"] == 1.5
+    assert paired.ratio(both, pd.concat([started(cells_of(df), blocks), started(cells_of(other), split)]),
+                        "baseline", "amp")["median"] == 2.0  # the earlier set, now the one interleaved
+    failing = started(cells_of(df, failed=[("amp", 1)]), split)
+    assert paired.ratio(df, failing, "baseline", "amp")["status"] == "failed"  # failed outranks not interleaved
 
 
 def test_less_energy_per_sample_reads_as_a_gain():
