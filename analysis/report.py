@@ -353,7 +353,10 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
              variants_table(summary, tables["ratios"], workload, main, tables["study"].get("gpu_hour_price"))]
     v = tables["variants"]
     kind_of = dict(zip(v[v.workload == workload].variant, v[v.workload == workload].kind)) if "kind" in v else {}
-    fig = figures.speedups(tables["ratios"], workload, out / "figures" / f"speedup-{workload}.png", main, kind_of)
+    article = first.chain_end(v, summary, workload) if "chain" in v else None  # the article's chain, drawn beside
+    kind_of |= {article: "article"} if article else {}
+    fig = figures.speedups(tables["ratios"], workload, out / "figures" / f"speedup-{workload}.png",
+                           main + ([article] if article else []), kind_of)
     if fig:
         parts.append(f"![{workload} speedups](figures/{fig.name})\n" + not_drawn(tables["ratios"], workload, main))
     ablations = kinds.get("ablation", [])
