@@ -156,8 +156,10 @@ def headline_table(summary, tables) -> str:
         return "(no workload trained)\n"
     step = {(r.workload, r.variant): ratio_text(ratio_row(tables["ratios"], r.workload, "baseline", r.variant, "step"))
             for r in h.itertuples() if r.variant != "baseline"}
+    held = {name for name, _ in first.caveats(summary, pd.DataFrame())["throttled"]}
     rows = [{"workload": r.workload if i == 0 or h.workload.iloc[i - 1] != r.workload else "",
-             "variant": r.variant, "throughput": f"{fmt(r.median, r.lo, r.hi)} {r.unit}" + (" (1 run)" if r.n == 1 else ""),
+             "variant": r.variant, "throughput": f"{fmt(r.median, r.lo, r.hi)} {r.unit}" + (" (1 run)" if r.n == 1 else "")
+             + (" (throttled)" if f"{r.workload}/{r.variant}" in held else ""),
              "speedup over the baseline (paired)": ratio_text(r.speedup),
              "the same at the step alone (paired)": step.get((r.workload, r.variant), "")}
             for i, r in enumerate(h.itertuples())]
@@ -169,6 +171,9 @@ def headline_table(summary, tables) -> str:
     lines = [f"**No set of runs here holds both the baseline and optimized of {', '.join(apart)}**: their speedups "
              "are unpaired (the records come from sets of runs made apart), and no ratio pairs runs of two sets; "
              "`snakemake --cores 1 --config preset=headline` measures the summary's cells in one set."] if apart else []
+    if any("(throttled)" in x["throughput"] for x in rows):
+        lines.append(f"(throttled): the GPU was held below its clocks by power or heat in at least {first.THROTTLED} % "
+                     "of the cell's samples (the caveats below).")
     if elsewhere:
         lines.append("Published elsewhere (other GPUs and software, not paired with these runs): " + "; ".join(elsewhere) + ".")
     return table(pd.DataFrame(rows)) + "".join(f"\n{line}\n" for line in lines)

@@ -723,7 +723,10 @@ def test_the_headline_sets_optimizeds_speedup_at_the_step_alone_beside_the_end_t
     text = report.headline_table(pd.DataFrame(rows), tables)
     assert "| optimized | 5,027 samples/s | 26.1x [25.8, 26.3] | 6.63x [6.62, 6.64] |" in text
     text = report.headline_table(pd.DataFrame(rows), {**tables, "ratios": ratios[ratios.profiler == "timing"]})
-    assert "step alone" not in text
+    assert "step alone" not in text and "throttled" not in text
+    held = {**rows[1], "metric": "throttled_share", "unit": "%", "median": 96.6}  # NVML: power or heat held the clocks
+    text = report.headline_table(pd.DataFrame([*rows, held]), tables)
+    assert "| optimized | 5,027 samples/s (throttled) |" in text and "(throttled): the GPU was held below" in text
 
 
 def test_the_headline_says_so_where_no_set_of_runs_holds_both_the_baseline_and_optimized():
