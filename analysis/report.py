@@ -156,7 +156,7 @@ def headline_table(summary, tables) -> str:
         return "(no workload trained)\n"
     step = {(r.workload, r.variant): ratio_text(ratio_row(tables["ratios"], r.workload, "baseline", r.variant, "step"))
             for r in h.itertuples() if r.variant != "baseline"}
-    held = {name for name, _ in first.caveats(summary, pd.DataFrame())["throttled"]}
+    held = {name for name, _ in first.throttled(summary)}
     rows = [{"workload": r.workload if i == 0 or h.workload.iloc[i - 1] != r.workload else "",
              "variant": r.variant, "throughput": f"{fmt(r.median, r.lo, r.hi)} {r.unit}" + (" (1 run)" if r.n == 1 else "")
              + (" (throttled)" if f"{r.workload}/{r.variant}" in held else ""),

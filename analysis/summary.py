@@ -123,12 +123,17 @@ def caveats(summary: pd.DataFrame, cells: pd.DataFrame, study: dict | None = Non
     timing = summary[(summary.profiler == "timing") & (summary.metric == "throughput")]
     failed = pd.concat([summary[summary.status.isin(["failed", "set aside"])], unreliable(summary)])
     sets = cells.run_set.dropna().unique() if "run_set" in cells else []
-    held = summary[(summary.profiler == "timing") & (summary.metric == "throttled_share") & (summary["median"] >= THROTTLED)]
     return {"failed": sorted({f"{r.workload}/{r.variant} ({r.profiler})" for r in failed.itertuples()}),
             "one_run": sorted({f"{r.workload}/{r.variant}" for r in timing[(timing.status == "ok") & (timing.n == 1)].itertuples()}),
             "run_sets": len(sets),
             "unmeasured": sorted(set((study or {}).get("workloads", [])) - set(summary.workload)),
-            "throttled": [(f"{r.workload}/{r.variant}", r.median) for r in held.sort_values("median", ascending=False).itertuples()]}
+            "throttled": throttled(summary)}
+
+
+def throttled(summary: pd.DataFrame) -> list[tuple[str, float]]:
+    """Timing cells whose GPU was held below its clocks in at least THROTTLED % of samples: ("w/v", %)."""
+    held = summary[(summary.profiler == "timing") & (summary.metric == "throttled_share") & (summary["median"] >= THROTTLED)]
+    return [(f"{r.workload}/{r.variant}", r.median) for r in held.sort_values("median", ascending=False).itertuples()]
 
 
 THROTTLED = 50  # % of a run's power samples with a power or thermal clock-event reason: a caveat
