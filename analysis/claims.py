@@ -133,7 +133,7 @@ def undecided(m: dict) -> str:
     why = str(m.get("why") or "")
     if why.endswith(": not run"):
         return "not run here"
-    paired_apart = m.get("status") == "unpaired" and (not why or why.startswith(("no set of runs", "not interleaved")))
+    paired_apart = m.get("status") == "unpaired" and (not why or why.startswith(("no set of runs", paired.NOT_INTERLEAVED)))
     return "unpaired" if paired_apart else "not measurable here"
 
 

@@ -17,7 +17,8 @@ import seaborn as sns  # noqa: E402
 STATUS_COLORS = {"gain": "#2a9d8f", "loss": "#e76f51", "not established": "#adb5bd", "too few pairs": "#ced4da"}
 KIND_COLORS = {"fix": "#2a9d8f", "extra": "#8ab17d", "optimized": "#264653", "ablation": "#e9c46a", "lever": "#f4a261",
                "stage": "#6d597a", "grid": "#b56576", "ddp": "#457b9d", "article": "#9c6644", "other": "#adb5bd"}
-KIND_NAMES = {"extra": "measured beside (not in optimized)", "article": "the article's chain of fixes"}  # a kind's name in a legend, where its own says too little
+# a kind's name in a legend, where its own says too little
+KIND_NAMES = {"extra": "measured beside (not in optimized)", "article": "the article's chain of fixes"}
 # a loop phase's name in a legend: where the host blocks, what it waits for
 PHASE_NAMES = {"input": "input (loader, copy)", "sync": "sync (host waits for the GPU)", "rest": "rest of the step"}
 # what a ratio's status does to its bar: established ones solid, the rest pale and hatched

@@ -73,8 +73,8 @@ def headline_block(tables: dict[str, dict]) -> str:
             ends = h[h.workload == w].set_index("variant")
             if {"baseline", "optimized"} <= set(ends.index):
                 b, o = ends.loc["baseline"], ends.loc["optimized"]
-                after = f"{o.unit} -> {failed(o.speedup, 'optimized')}" if failed(o.speedup, "optimized") else \
-                    f"-> {num(o['median'])} {o.unit}, {ratio_text(o.speedup)}"
+                bad = failed(o.speedup, "optimized")
+                after = f"{o.unit} -> {bad}" if bad else f"-> {num(o['median'])} {o.unit}, {ratio_text(o.speedup)}"
                 rows.setdefault(w, {"workload": w})[m] = f"{num(b['median'])} {after}"
     order = first.workload_order(rows)
     if not rows:

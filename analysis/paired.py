@@ -16,6 +16,8 @@ from scipy import stats
 
 MIN_PAIRS = 3
 CONFIDENCE = 0.95
+FLIP = {"gain": "loss", "loss": "gain"}  # a status read the other way round
+NOT_INTERLEAVED = "not interleaved in its set"  # how an unpaired ratio's why begins where its runs overlapped
 
 
 def run_set(env: dict | None, started: str | None) -> str:
@@ -61,9 +63,9 @@ def out_of_order(cells: pd.DataFrame, rset: str, variants: list[str], reps) -> s
         return None
     when = c.assign(started=pd.to_datetime(c.started, utc=True, format="ISO8601"))
     span = when.groupby("rep").started.agg(["min", "max"]).sort_values("min")
-    for (r, a), (q, b) in zip(span.iterrows(), list(span.iterrows())[1:]):
+    for (r, a), (q, b) in zip(span.iterrows(), span.iloc[1:].iterrows()):
         if a["max"] > b["min"]:
-            return f"not interleaved in its set: repetition {r}'s runs span repetition {q}'s start"
+            return f"{NOT_INTERLEAVED}: repetition {r}'s runs span repetition {q}'s start"
     return None
 
 
@@ -117,8 +119,8 @@ def table(metrics: pd.DataFrame, cells: pd.DataFrame, comparisons: list[tuple[st
         b, a = (aliases.get((workload, v), v) for v in (before, after))
         r = ratio(m[m.workload == workload], c[c.workload == workload], b, a) if a != b else \
             {"status": "unpaired", "n": 0, "why": f"{after} is {before} here"}
-        if lower_is_better and r["status"] in ("gain", "loss"):
-            r["status"] = {"gain": "loss", "loss": "gain"}[r["status"]]
+        if lower_is_better:
+            r["status"] = FLIP.get(r["status"], r["status"])
         rows.append({"workload": workload, "before": before, "after": after, "profiler": profiler,
                      "metric": metric, **r})
     columns = ["workload", "before", "after", "profiler", "metric", "median", "lo", "hi", "n", "status",

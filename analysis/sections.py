@@ -25,8 +25,8 @@ def chain_rows(summary, ratios, variants: pd.DataFrame, cells: pd.DataFrame, wor
                start: bool = False) -> list[dict]:
     """A chain's stages that were measured (variants.csv), each with its throughput (a stage the matrix
     measured as another variant shows that one's; one after stages not measured names their fixes
-    too), its paired gain over the stage shown before it and over the baseline (the profiler its chain runs under); with `start`, the baseline
-    it starts from first."""
+    too), its paired gain over the stage shown before it and over the baseline (the profiler its
+    chain runs under); with `start`, the baseline it starts from first."""
     same = aggregate.aliases(cells)
     if "chain" not in variants:
         return []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.aggregate import unreliable
+from analysis.paired import FLIP
 from analysis.diagnosis import IDLE_SHARE, INPUT_SHARE
 from analysis.tables import ratio_row, row
 
@@ -99,10 +100,9 @@ def basis(r: pd.Series) -> str:
 def inverted(r: pd.Series) -> pd.Series:
     """A paired ratio read the other way (after / before -> before / after): its median and interval
     invert, a gain becomes a loss."""
-    flip = {"gain": "loss", "loss": "gain"}
     return pd.Series({**r.to_dict(), "before": r["after"], "after": r["before"],
                                                    "median": 1 / r["median"], "lo": 1 / r["hi"], "hi": 1 / r["lo"],
-                                                   "status": flip.get(r["status"], r["status"])})
+                                                   "status": FLIP.get(r["status"], r["status"])})
 
 
 def top_fixes(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, side: str, top: int = 3) -> list:

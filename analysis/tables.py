@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis import paired
+
 CI = "95 % CI; from 3 pairs, their range"  # the bootstrap's percentile interval of 3 pairs is their range
 
 PHASES = ("input", "forward", "backward", "optimizer", "sync")  # the loop phases the harness marks, in order
@@ -61,7 +63,7 @@ def ratio_text(r) -> str:
     if r is None:
         return ""
     if r["status"] in ("unpaired", "failed"):
-        apart = isinstance(r.get("why"), str) and r["why"].startswith("not interleaved")
+        apart = isinstance(r.get("why"), str) and r["why"].startswith(paired.NOT_INTERLEAVED)
         return "unpaired (not interleaved)" if apart else r["status"]
     value = f"{r['median']:.3g}x"
     if r["status"] == "too few pairs":

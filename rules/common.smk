@@ -125,9 +125,10 @@ def sweep_inputs(wc):
     `bare`, which in odd repetitions runs first and timing waits for it (the meter's cost, timing over
     bare, then sees each order as often; so do step and step-bare), the other profilers for its last
     timing repetition (a repetition with no timing sweep, such as a confirming one of the step alone,
-    waits for the repetition before under those that run every repetition), and ncu for the nsys timelines it takes its kernels from (in order only: a
-    sweep redone does not void the sweeps after it). Each waits on sweeps of its own workload only:
-    what another workload's run made never changes what this one waits for."""
+    waits for the repetition before under those that run every repetition), and ncu for the nsys
+    timelines it takes its kernels from (in order only: a sweep redone does not void the sweeps
+    after it). Each waits on sweeps of its own workload only: what another workload's run made
+    never changes what this one waits for."""
     rep, w = int(wc.rep), wc.workload
     inputs = {"data": ancient(SWEEPS[(w, wc.profiler, rep)][0][0]["data"]),
               "compiled": [ancient(p) for p in compile_records()]}  # no sweep runs while the stage compiles
@@ -144,7 +145,7 @@ def sweep_inputs(wc):
     elif wc.profiler in paired and rep in timing:  # beside the timing repetition it is paired with
         inputs["timing"] = ancient(sweep_path(w, "timing", rep))
         inputs["first"] = step_meter_first(w, wc.profiler, rep)
-    elif wc.profiler in paired and rep not in timing:  # no timing sweep paces it: repetition r follows r-1
+    elif wc.profiler in paired:  # no timing sweep paces this repetition: it follows repetition r-1
         inputs["previous"] = [ancient(sweep_path(w, p, rep - 1)) for p in paired if (w, p, rep - 1) in SWEEPS]
         inputs["first"] = step_meter_first(w, wc.profiler, rep)
     elif wc.profiler != "timing" and timing:
