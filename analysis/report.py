@@ -222,8 +222,9 @@ def optimized_line(variants: pd.DataFrame) -> str:
         return ""
     fixes, extra = (list(dict.fromkeys(variants[variants.kind == k].sort_values("order").variant)) for k in ("fix", "extra"))
     return ("`optimized` is the baseline with every fix at once (" + ", ".join(fixes) + "), each where it acts on "
-            "the workload (channels_last on CNNs; DALI on images, where it replaces the DataLoader that workers and "
-            "pinned-async tune, so those two act only where DALI does not); each ablation table shows what the fixes it leaves out add"
+            "the workload (channels_last on CNNs; DALI on images, where it replaces the DataLoader: there `workers` sets "
+            "DALI's CPU threads, and pinned-async has no host batch to pin or copy, since DALI's GPU decoder hands over "
+            "batches already on the GPU); each ablation table shows what the fixes it leaves out add"
             + (f"; {', '.join(extra)} are measured beside the fixes, not in `optimized`" if extra else "") + ".\n"
             if fixes else "")
 
@@ -335,7 +336,8 @@ def summary_section(summary, tables, claim_rows) -> list[str]:
             headline_table(summary, tables), settings_text(summary),
             "**The fixes that gained most**, established gains only, by side (input: the loader and the copy; step: the "
             "GPU's work and the host's syncs), each on the first basis that gives it an interval: a step-side fix at the "
-            "step alone (the ladder), else with the other fixes on (the ablation), else alone against the baseline "
+            "step alone (the ladder), else with the other fixes on (the ablation), else after a chain's earlier fixes, "
+            "else alone against the baseline "
             "(gains on different bases do not multiply to optimized's speedup):\n", gains_table(summary, tables),
             "**Do the articles' claims hold here?** (details: [Documented claims](#documented-claims)):\n",
             claims_digest(claim_rows), tally_line(claim_rows.verdict),

@@ -72,16 +72,12 @@ def article_settings(summary: pd.DataFrame, claims: list[dict]) -> list[dict]:
 def fix_gain(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, fix: str, side: str):
     """A fix's gain under the summary's rule: a step-side fix at the step alone (its ladder stage
     against the stage before), else with the other fixes on (optimized against optimized-no-<fix>),
-    else alone (the fix against the baseline); the first of these with an interval, else the first
-    measured at all, with its pair."""
+    else after a chain's earlier fixes (its stage against the one before), else alone (the fix
+    against the baseline); the first of these with an interval, else the first measured at all."""
     v = variants[variants.workload == workload]
-    ladder = v[(v.kind == "stage") & (v.chain == "ladder")].sort_values("order")
-    candidates = []
-    if side == "step" and fix in set(ladder.about):
-        names = list(ladder.variant)
-        i = list(ladder.about).index(fix)
-        candidates.append((names[i - 1] if i else "baseline", names[i], "step"))
-    candidates += [("optimized", f"optimized-no-{fix}", "timing"), ("baseline", fix, "timing")]
+    ladder = [(b, a, "step") for b, a in chain_steps(v[v.chain == "ladder"], fix)] if side == "step" else []
+    chains = [(b, a, p) for b, a in chain_steps(v[v.chain != "ladder"], fix) for p in ("timing", "step")]
+    candidates = [*ladder, ("optimized", f"optimized-no-{fix}", "timing"), *chains, ("baseline", fix, "timing")]
     found = [inverted(r) if before == "optimized" else r for before, after, profiler in candidates
              if (r := ratio_row(ratios, workload, before, after, profiler)) is not None
              and r["status"] not in ("unpaired", "failed")]
@@ -89,11 +85,24 @@ def fix_gain(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, fix: s
     return (with_interval or found or [None])[0]
 
 
+def chain_steps(stages: pd.DataFrame, fix: str) -> list[tuple[str, str]]:
+    """(the stage before, the stage) wherever a chain of `stages` adds `fix`; a chain's first stage
+    is over the baseline."""
+    out = []
+    for _, chain in stages[stages.kind == "stage"].sort_values("order").groupby("chain", sort=False):
+        names, about = list(chain.variant), list(chain.about)
+        out += [(names[i - 1] if i else "baseline", names[i]) for i, a in enumerate(about) if a == fix]
+    return out
+
+
 def basis(r: pd.Series) -> str:
     """The basis of a fix_gain ratio, in a few words."""
-    if r["profiler"] == "step":  # a ladder stage over the one before it
-        before = str(r["before"]).removeprefix("ladder-upto-")
-        return "step alone" + ("" if before == "baseline" else f", over +{before}")
+    chain, _, before = str(r["before"]).rpartition("-upto-")
+    over = "" if before == "baseline" else f", over +{before}"
+    if r["profiler"] == "step":  # a step-alone chain's stage over the one before it
+        return "step alone" + over
+    if "-upto-" in str(r["after"]):
+        return f"{str(r['after']).partition('-upto-')[0]} chain" + over
     return "with the others on" if r["after"] == "optimized" else "alone"
 
 

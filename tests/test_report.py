@@ -436,6 +436,13 @@ def test_a_fix_gain_reads_the_ablation_the_right_way_round_and_prefers_the_step_
                         r("baseline", "amp", "timing", 1.2, 1.1, 1.3, "gain")])
     amp = first.fix_gain(few, variants, "w", "amp", "step")  # no interval at the step alone: the next basis
     assert (amp["profiler"], amp["median"], first.basis(amp)) == ("timing", 1.2, "alone")
+    copy = pd.concat([variants, pd.DataFrame([  # a fix with no ablation: its chain stage before the fix alone
+        {"workload": "w", "variant": v, "kind": "stage", "about": a, "chain": "copy", "order": o, "side": "input"}
+        for v, a, o in (("copy-upto-amp", "amp", 5), ("copy-upto-pinned-async", "pinned-async", 6))])])
+    pinned = pd.DataFrame([r("copy-upto-amp", "copy-upto-pinned-async", "timing", 1.12, 1.07, 1.13, "gain"),
+                           r("baseline", "pinned-async", "timing", 1.0, 0.9, 1.1, "not established")])
+    g = first.fix_gain(pinned, copy, "w", "pinned-async", "input")
+    assert (g["median"], first.basis(g)) == (1.12, "copy chain, over +amp")
 
 
 def test_a_run_faster_than_its_own_step_alone_is_flagged_not_printed_as_a_share():

@@ -68,6 +68,13 @@ def test_ablation_leaves_exactly_one_fix_out(cfg):
     assert {k for k in opt if opt[k] != knobs[k]} == {"precision"} and knobs["precision"] == "fp32"
 
 
+def test_an_ablation_that_changes_nothing_says_which_knobs_cannot_act_and_why(cfg):
+    knobs, reason = resolve(cfg, "optimized-no-pinned-async", "resnet50")
+    assert knobs is None and reason == ("same as optimized here: pinned-async has no effect with the other fixes on "
+                                        "(pin_memory, copy: DALI on a GPU hands over batches already there: "
+                                        "no host batch to pin or copy)")
+
+
 def test_unknown_variant_lists_the_known_ones(cfg):
     with pytest.raises(KeyError, match="unknown variant 'fast'; known: baseline, workers"):
         resolve(cfg, "fast", "resnet50")

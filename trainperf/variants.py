@@ -170,7 +170,10 @@ def resolve(name: str, workload: type[Workload], config: dict, machine: Machine)
             return None, f"same as optimized: {_reason(fx[fix], workload, config, machine)}"
         knobs = {**optimized, **{k: base[k] for k in fx[fix]}}
         if effective(knobs, base, machine) == effective(optimized, base, machine):
-            return None, f"same as optimized here: {fix} has no effect with the other fixes on"
+            inert = [k for k in fx[fix] if not KNOBS[k].acts(optimized, machine.cuda)]
+            docs = {KNOBS[k].acts.__doc__: [j for j in inert if KNOBS[j].acts is KNOBS[k].acts] for k in inert}
+            why = "; ".join(f"{', '.join(ks)}: {doc}" for doc, ks in docs.items() if doc)
+            return None, f"same as optimized here: {fix} has no effect with the other fixes on" + (f" ({why})" if why else "")
         return knobs, None
     raise KeyError(f"unknown variant {name!r}; known: {', '.join(names(config))}")
 

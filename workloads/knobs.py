@@ -42,15 +42,18 @@ BOOL = {"type": "boolean"}
 
 
 def _torch_workers(knobs: dict, cuda: bool) -> bool:
+    """only the DataLoader's worker processes have it"""
     return knobs["num_workers"] > 0 and knobs["loader"] != "dali"
 
 
 def _host_batches(knobs: dict, cuda: bool) -> bool:
-    return not (knobs["loader"] == "dali" and cuda)  # DALI on a GPU hands over batches already there
+    """DALI on a GPU hands over batches already there: no host batch to pin or copy"""
+    return not (knobs["loader"] == "dali" and cuda)
 
 
 def _dali_gpu(knobs: dict, cuda: bool) -> bool:
-    return knobs["loader"] == "dali" and cuda  # only DALI's GPU ("mixed") JPEG decoder has these
+    """only DALI's GPU ("mixed") JPEG decoder has it"""
+    return knobs["loader"] == "dali" and cuda
 
 
 KNOBS: dict[str, Knob] = {
