@@ -64,7 +64,17 @@ def measure(test: dict, metrics: pd.DataFrame, cells: pd.DataFrame) -> dict:
         m = paired.ratio(runs, c, test["after"], test["before"], op="difference" if test["kind"] == "difference" else "ratio")
     absent = None if "median" in m else next(
         (why for v in (test["before"], test.get("after")) if v and (why := missing(test, runs, c, v))), None)
+    m = {**m, **ends(runs, test, m.get("run_set"))} if test["kind"] != "share" else m
     return {**m, "why": absent} if absent else m
+
+
+def ends(runs: pd.DataFrame, test: dict, run_set: str | None) -> dict:
+    """The before and after cells' own values (median over the ratio's set of runs) and their unit:
+    what a ratio of two small shares hides."""
+    r = runs[runs.run_set == run_set] if run_set else runs.iloc[0:0]
+    x = {k: r[r.variant == test[k]].value.to_numpy(dtype=float) for k in ("before", "after")}
+    return {f"{k}_value": float(np.median(v)) if len(v) else None for k, v in x.items()} | {
+        "metric_unit": r.unit.iloc[0] if len(r) and "unit" in r else None}
 
 
 def missing(test: dict, runs: pd.DataFrame, cells: pd.DataFrame, variant: str) -> str | None:
@@ -153,7 +163,8 @@ def evaluate(metrics: pd.DataFrame, cells: pd.DataFrame, claims: list[dict] | No
                          "before": t["before"], "after": t.get("after"), "why this pair": t.get("why", ""),
                          "value": m.get("median"), "lo": m.get("lo"), "hi": m.get("hi"), "n": m.get("n"),
                          "run_set": m.get("run_set"), "verdict": said, "why": why, "beside": t.get("beside"), "beside_cell": at,
-                         "beside_value": beside.get("median")})
+                         "beside_value": beside.get("median"), "before_value": m.get("before_value"),
+                         "after_value": m.get("after_value"), "metric_unit": m.get("metric_unit")})
     return pd.DataFrame(rows)
 
 

@@ -103,8 +103,16 @@ def claims_rows(tables: dict) -> pd.DataFrame:
                                        for v, lo, hi, n in zip(c.value, c.lo, c.hi, c.n)]
     c[f"measured here ({CI}; n)"] += [f"; {b} of {v} {num(x)}" if isinstance(b, str) and not pd.isna(x) else ""
                                         for b, v, x in zip(c.beside, c.beside_cell, c.beside_value)]
+    c[f"measured here ({CI}; n)"] += [f"; {e}" if (e := ends_text(b, a, u)) else "" for b, a, u in zip(c.before_value, c.after_value, c.metric_unit)]
     c["verdict"] = [f"{v}: {w}" if isinstance(w, str) and w else v for v, w in zip(c.verdict, c.why)]  # no verdict: why
     return c
+
+
+def ends_text(before, after, unit) -> str:
+    """'0.54 -> 39.9 %': a ratio's two cells by their own values, where both were measured."""
+    if any(v is None or pd.isna(v) for v in (before, after)):
+        return ""
+    return f"{num(before)} -> {num(after)}" + ("" if not isinstance(unit, str) else f" {unit}")
 
 
 def claims_section(c: pd.DataFrame) -> str:
@@ -285,8 +293,10 @@ def claims_digest(c: pd.DataFrame) -> str:
     value with its unit (one verdict said by several tests of a metric, once with their count)."""
     rows = []
     for cid, tests in c.groupby("id", sort=False):
-        said = [f"{m}: {verdict_said(v, x, u, n, p)}"
-                for m, v, x, u, n, p in zip(tests.metric, tests.verdict, tests.value, tests.unit, tests.n.fillna(0), tests.pair)]
+        said = [f"{m}: {verdict_said(v, x, u, n, p)}" + (f" ({e})" if d.startswith("(no number") and (e := ends_text(b, a, mu)) else "")
+                for m, v, x, u, n, p, d, b, a, mu in zip(tests.metric, tests.verdict, tests.value, tests.unit, tests.n.fillna(0),
+                                                          tests.pair, tests.documented, tests.before_value, tests.after_value,
+                                                          tests.metric_unit)]
         rows.append({"claim": f"[{cid}](#claim-{cid})", "documented": " / ".join(dict.fromkeys(tests.documented)),
                      "each test: metric, verdict (measured here)": " / ".join(
                          f"{v} (x{k})" if k > 1 else v for v, k in Counter(said).items())})

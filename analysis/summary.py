@@ -3,6 +3,8 @@ the article's chain, optimized), which fixes gained most on each side, and the c
 here; analysis/report.py writes them."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from analysis.aggregate import unreliable
@@ -76,7 +78,7 @@ def fix_gain(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, fix: s
     against the baseline); the first of these with an interval, else the first measured at all."""
     v = variants[variants.workload == workload]
     ladder = [(b, a, "step") for b, a in chain_steps(v[v.chain == "ladder"], fix)] if side == "step" else []
-    chains = [(b, a, p) for b, a in chain_steps(v[v.chain != "ladder"], fix) for p in ("timing", "step")]
+    chains = [(b, a, p) for b, a in chain_steps(v[v.chain != "ladder"], fix) if b != "baseline" for p in ("timing", "step")]
     candidates = [*ladder, ("optimized", f"optimized-no-{fix}", "timing"), *chains, ("baseline", fix, "timing")]
     found = [inverted(r) if before == "optimized" else r for before, after, profiler in candidates
              if (r := ratio_row(ratios, workload, before, after, profiler)) is not None
@@ -97,12 +99,13 @@ def chain_steps(stages: pd.DataFrame, fix: str) -> list[tuple[str, str]]:
 
 def basis(r: pd.Series) -> str:
     """The basis of a fix_gain ratio, in a few words."""
-    chain, _, before = str(r["before"]).rpartition("-upto-")
-    over = "" if before == "baseline" else f", over +{before}"
+    stage = re.compile(r"^(?:(.+)-)?upto-(.+)$")  # <chain>-upto-<fix>; the unnamed chain's stages: upto-<fix>
+    before, after = (stage.match(str(r[k])) for k in ("before", "after"))
+    over = f", over +{before[2]}" if before else ""
     if r["profiler"] == "step":  # a step-alone chain's stage over the one before it
         return "step alone" + over
-    if "-upto-" in str(r["after"]):
-        return f"{str(r['after']).partition('-upto-')[0]} chain" + over
+    if after:
+        return (f"{after[1]} chain" if after[1] else "stage by stage") + over
     return "with the others on" if r["after"] == "optimized" else "alone"
 
 

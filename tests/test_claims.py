@@ -196,6 +196,9 @@ def test_a_claim_is_judged_on_the_gain_of_three_paired_repetitions(tmp_path):
         assert row.lo > 1 and row.verdict == verdict
         assert row["why this pair"] and row.pair.startswith(f"{metric}: baseline -> ")
     assert table.loc["loader-wait"].documented == "200 -> 15 ms/step (13.3x)"
+    wait = table.loc["loader-wait"]  # the two cells' own values, from the ratio's set alone (not the 10x pairs)
+    assert (wait.before_value, wait.after_value, wait.metric_unit) == pytest.approx(
+        (value(H200 / "resnet50--baseline.json", "input_wait"), value(H200 / "resnet50--workers.json", "input_wait"), "ms/step"))
 
 
 def test_a_failed_cell_makes_its_claim_not_measurable_with_the_reason():

@@ -151,6 +151,8 @@ def test_a_ladder_gain_names_the_stage_it_is_measured_over():
     step = lambda before, after: pd.Series({"profiler": "step", "before": before, "after": after})  # noqa: E731
     assert first.basis(step("ladder-upto-tf32", "ladder-upto-amp")) == "step alone, over +tf32"
     assert first.basis(step("baseline", "ladder-upto-tf32")) == "step alone"
+    chained = pd.Series({"profiler": "timing", "before": "upto-lazy-sync", "after": "upto-amp"})  # the unnamed chain
+    assert first.basis(chained) == "stage by stage, over +lazy-sync"
     assert first.basis(pd.Series({"profiler": "timing", "before": "optimized-no-dali", "after": "optimized"})) == "with the others on"
 
 
