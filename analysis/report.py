@@ -76,7 +76,9 @@ VARIANTS_NOTE = (
     "the cell, whichever set of runs, as everywhere in the report; loss vs baseline is the mean training loss over "
     f"the last {aggregate.LOSS_STEPS} steps a "
     "run shares with the baseline's run of its repetition and set of runs, against the baseline's (%): the check "
-    f"that a fix still trains, **check** where it sits over {aggregate.LOSS_TOLERANCE:g} % above.\n")
+    f"that a fix still trains, **check** where it sits over {aggregate.LOSS_TOLERANCE:g} % above. The step alone "
+    "(one batch fed again) is checked only for a non-finite loss, which fails its run: how fast a variant fits one "
+    "batch says little of how it trains.\n")
 
 
 def environment(envs: list[dict], differing: bool = False) -> str:
