@@ -149,8 +149,8 @@ def time_per_step(phases: pd.DataFrame, workload: str, profiler: str, path: Path
     handles = [(h, c) for h, c in zip(*axes[0, 0].get_legend_handles_labels()) if c in seen]
     fig.legend(*zip(*handles), fontsize=8, loc="lower center", ncol=3, frameon=False)
     scales = "\n(the lower panel on a scale of its own: steps under a fifth of the slowest)" if len(groups) > 1 else ""
-    fig.suptitle(f"{workload}: host time per step by phase under {profiler} (timed: the step's median in its timing "
-                 f"runs, no tool){scales}", fontsize=10)
+    fig.suptitle(f"{workload}: host time per step by phase under {profiler} (timed: the mean step of its timing "
+                 f"runs, no tool, as the tables show){scales}", fontsize=10)
     fig.tight_layout(rect=(0, (0.1 + 0.22 * -(-len(handles) // 3)) / height, 1, 1))  # room for the legend's rows
     return save(fig, path, tight=False)
 

@@ -55,7 +55,7 @@ def phases(summary: pd.DataFrame, workload: str, profiler: str) -> pd.DataFrame:
         if step is None or any(r is None for r in got.values()):
             continue
         ms = {p: r["median"] for p, r in got.items()}
-        timed = metric(summary, workload, variant, "step_time", "timing")
+        timed = metric(summary, workload, variant, "step_time_mean", "timing")  # a mean, as the tool's total is
         rows.append({"variant": variant, **ms, "rest": max(0.0, step["median"] - sum(ms.values())), "total": step["median"],
                      "timed": None if timed is None else timed["median"]})
     return pd.DataFrame(rows)

@@ -822,3 +822,15 @@ def test_a_claims_interval_is_turned_the_way_its_value_is(x, lo, hi, unit, kind,
     was lost, has its interval's ends turned and swapped with it."""
     from analysis import report
     assert report.measured(x, unit, f"baseline -> after ({kind}; resnet50, timing)", lo, hi) == said
+
+
+def test_time_per_step_sets_the_timing_runs_mean_step_beside_the_tools_mean():
+    """The tool's total is a mean step (its window over its steps), so the timing run's beside it is too."""
+    from analysis import views
+    def row(profiler, metric, value):
+        return {"workload": "w", "variant": "v", "profiler": profiler, "metric": metric, "median": value, "lo": value,
+                "hi": value, "n": 3, "status": "ok", "unit": "ms"}
+    rows = [row("nsys", f"phase_{p}", 1.0) for p in views.PHASES] + [row("nsys", "profiled_step_time", 9.0),
+            row("timing", "step_time", 5.0), row("timing", "step_time_mean", 6.0)]
+    phases = views.phases(pd.DataFrame(rows), "w", "nsys")
+    assert (phases.total.item(), phases.timed.item()) == (9.0, 6.0)
