@@ -139,7 +139,7 @@ def time_per_step(phases: pd.DataFrame, workload: str, profiler: str, path: Path
     cols = [c for c in phases.columns if c not in ("variant", "total", "timed")]
     colors = dict(zip(cols, sns.color_palette("Set2", len(cols))))
     sns.set_theme(style="whitegrid")
-    height = 0.42 * len(phases) + 1.85 + 0.5 * len(groups)
+    height = 0.42 * len(phases) + 2.05 + 0.5 * len(groups)
     fig, axes = plt.subplots(len(groups), 1, figsize=(8, height), squeeze=False,
                              gridspec_kw={"height_ratios": [len(g) + 0.6 for g in groups]})
     for ax, g in zip(axes[:, 0], groups):
@@ -149,7 +149,7 @@ def time_per_step(phases: pd.DataFrame, workload: str, profiler: str, path: Path
     handles = [(h, c) for h, c in zip(*axes[0, 0].get_legend_handles_labels()) if c in seen]
     fig.legend(*zip(*handles), fontsize=8, loc="lower center", ncol=3, frameon=False)
     scales = "\n(the lower panel on a scale of its own: steps under a fifth of the slowest)" if len(groups) > 1 else ""
-    fig.suptitle(f"{workload}: host time per step by phase under {profiler} (timed: the mean step of its timing "
+    fig.suptitle(f"{workload}: host time per step by phase under {profiler}\n(timed: the mean step of its timing "
                  f"runs, no tool, as the tables show){scales}", fontsize=10)
     fig.tight_layout(rect=(0, (0.1 + 0.22 * -(-len(handles) // 3)) / height, 1, 1))  # room for the legend's rows
     return save(fig, path, tight=False)
