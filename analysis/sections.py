@@ -140,8 +140,11 @@ def host_calls_section(calls: pd.DataFrame, workload: str, top: int = 5) -> str:
                           "host ms/step": c.ms_per_step.map(num), "nsys runs": c.runs})
     return (f"Top {top} CUDA API calls per variant by host time (nsys, median over its runs; thread `training` runs the loop, the "
             "others by their names, `pt_autograd_0` being autograd's backward thread (`other`: a thread of a "
-            "record made before names were read); a call that waits for the GPU is a synchronize or a "
-            "device-to-host copy; calls on different threads overlap):\n\n" + table(shown))
+            "record made before names were read); a call marked as waiting for the GPU is a synchronize or a "
+            "device-to-host copy; a copy to the GPU from pageable memory (no pin_memory) can wait for the work queued "
+            "before it too (the driver may sync the stream to stage it), but is not marked, since its host time holds "
+            "the copy itself as well; calls on different "
+            "threads overlap):\n\n" + table(shown))
 
 
 NCU_NOTE = ("sm_pct is ncu's SM throughput, the busiest of the SM's units, so on a matrix product whose busiest "
