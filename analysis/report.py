@@ -267,7 +267,9 @@ def terms(variants: pd.DataFrame) -> str:
             "commit and day, the only runs a ratio pairs; *the step alone* trains on one batch held on the GPU, no "
             "loader (profiler `step`); `a002-upto-<fix>` is article 002's chain of fixes up to and including that "
             "one (`a000-`: article 000's)" + (f"; `ladder-upto-<fix>` the step-alone chain baseline -> "
-                                              f"{' -> '.join(ladder)}" if len(ladder) else "") + ".\n")
+                                              f"{' -> '.join(ladder)}" if len(ladder) else "") + "; a stage "
+            "adds its fix to the stages before it, but precision is one knob, so a precision stage (amp after tf32) "
+            "replaces the one before.\n")
 
 
 def measured(x: float, unit: str, pair: str, lo: float = float("nan"), hi: float = float("nan")) -> str:

@@ -474,7 +474,7 @@ def test_the_summary_says_what_optimized_applies_and_the_ladder_in_its_order():
                                                         ("ladder-upto-amp", "stage", "amp", "ladder")])])
     line = report.optimized_line(v)
     assert "every fix at once (workers, amp)" in line and "tf32 are measured beside the fixes" in line
-    assert "baseline -> tf32 -> amp." in report.terms(v)
+    assert "baseline -> tf32 -> amp; a stage adds its fix" in report.terms(v)
 
 
 def test_the_summary_names_each_fix_by_the_knobs_it_sets_and_tallies_the_verdicts():
