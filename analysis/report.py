@@ -390,7 +390,7 @@ def workload_part(summary, tables: dict, workload: str, out: Path) -> tuple[list
               for c, title in CHAINS.items()),
             *((f"Grid {g}: the throughput at each point", sections.grid_section(summary, v, workload, g))
               for g in sorted(set(v[(v.workload == workload) & (v.kind == "grid")].chain))),
-            ("Where the time goes", time_part(summary, workload, out, [*main, *names_of_article(v, workload)])),
+            ("Where the time goes", time_part(summary, workload, out, ["baseline", *names_of_article(v, workload), "optimized"])),
             ("Kernels of the baseline and optimized", sections.kernels_section(tables["kernels"], workload, 3, ["baseline", "optimized"], merged=True))):
         if text:
             parts += [f"### {title}\n", text]
@@ -487,6 +487,8 @@ def appendix_parts(summary, tables, envs, workload_appendix: list[str], out: Pat
 def render(out_dir: str | Path) -> Path:
     out = Path(out_dir)
     (out / "figures").mkdir(exist_ok=True)  # a declared output, even when no figure can be drawn
+    for stale in (out / "figures").glob("*.png"):  # a figure no longer drawn must not outlive its report
+        stale.unlink()
     summary = pd.read_csv(out / "summary.csv")
     tables = load_tables(out)
     envs = json.loads((out / "env.json").read_text())

@@ -110,8 +110,11 @@ def time_section(summary, workload, out: Path | None, names: list[str] | None = 
                            "batch waits behind the GPU's queued work, so that wait is GPU time, not the loader's.\n" if behind else "")
     if out is None:
         return text
-    figs = {p: figures.time_per_step(only(phases(summary, workload, p)), workload, p, out / "figures" / f"time-{workload}-{p}.png")
-            for p in ("nsys", "torch")}
+    by_nsys = only(phases(summary, workload, "nsys"))
+    by_torch = only(phases(summary, workload, "torch"))  # only the variants nsys did not trace: one chart each
+    by_torch = by_torch if by_torch.empty or by_nsys.empty else by_torch[~by_torch.variant.isin(by_nsys.variant)]
+    figs = {p: figures.time_per_step(d, workload, p, out / "figures" / f"time-{workload}-{p}.png")
+            for p, d in (("nsys", by_nsys), ("torch", by_torch))}
     return text + "".join(f"\n![{workload} time per step ({p})]({f.parent.name}/{f.name})\n"
                                   for p, f in figs.items() if f)
 

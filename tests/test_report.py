@@ -834,3 +834,11 @@ def test_time_per_step_sets_the_timing_runs_mean_step_beside_the_tools_mean():
             row("timing", "step_time", 5.0), row("timing", "step_time_mean", 6.0)]
     phases = views.phases(pd.DataFrame(rows), "w", "nsys")
     assert (phases.total.item(), phases.timed.item()) == (9.0, 6.0)
+
+
+def test_a_figure_no_longer_drawn_does_not_outlive_its_report(results):
+    stale = results / "figures" / "time-resnet50-torch.png"
+    stale.parent.mkdir(exist_ok=True)
+    stale.write_bytes(b"an old chart")
+    report.render(results)
+    assert not stale.exists() and (results / "figures" / "speedup-resnet50.png").exists()
