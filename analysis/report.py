@@ -164,8 +164,10 @@ def headline_table(summary, tables) -> str:
     h = first.headline(summary, tables["ratios"], tables["variants"])
     if h.empty:
         return "(no workload trained)\n"
-    step = {(r.workload, r.variant): ratio_text(ratio_row(tables["ratios"], r.workload, "baseline", r.variant, "step"))
-            for r in h.itertuples() if r.variant != "baseline"}
+    def at_step(w, v):  # the variant's own step-alone cell, else its ladder stage (the ladder's tf32)
+        rows = (ratio_row(tables["ratios"], w, "baseline", name, "step") for name in (v, f"ladder-upto-{v}"))
+        return ratio_text(next((r for r in rows if r is not None), None))
+    step = {(r.workload, r.variant): at_step(r.workload, r.variant) for r in h.itertuples() if r.variant != "baseline"}
     held = {name for name, _ in first.throttled(summary)}
     rows = [{"workload": r.workload if i == 0 or h.workload.iloc[i - 1] != r.workload else "",
              "variant": r.variant, "throughput": f"{fmt(r.median, r.lo, r.hi)} {r.unit}" + (" (1 run)" if r.n == 1 else "")
@@ -184,6 +186,10 @@ def headline_table(summary, tables) -> str:
     if any("(throttled)" in x["throughput"] for x in rows):
         lines.append(f"(throttled): the GPU was held below its clocks by power or heat in at least {first.THROTTLED} % "
                      "of the cell's samples (the caveats below).")
+    if first.REFERENCE in set(h.variant):
+        lines.append(f"`{first.REFERENCE}` is the baseline with TF32 on for matmuls and convolutions: PyTorch's defaults "
+                     "turn it on for cuDNN's convolutions and RNNs (not for matmuls), the baseline turns it off, so the "
+                     "speedups over the baseline include what that setting alone is worth.")
     if elsewhere:
         lines.append("Published elsewhere (other GPUs and software, not paired with these runs): " + "; ".join(elsewhere) + ".")
     return table(pd.DataFrame(rows)) + "".join(f"\n{line}\n" for line in lines)

@@ -842,3 +842,19 @@ def test_a_figure_no_longer_drawn_does_not_outlive_its_report(results):
     stale.write_bytes(b"an old chart")
     report.render(results)
     assert not stale.exists() and (results / "figures" / "speedup-resnet50.png").exists()
+
+
+def test_the_summary_sets_tf32_beside_the_baseline_and_reads_its_step_alone_from_the_ladder():
+    from analysis import summary as first
+    def cell(v, x):
+        return {"workload": "w", "variant": v, "profiler": "timing", "metric": "throughput", "unit": "samples/s",
+                "median": x, "lo": x, "hi": x, "n": 3, "status": "ok"}
+    summary = pd.DataFrame([cell("baseline", 100.0), cell("tf32", 150.0), cell("optimized", 900.0)])
+    variants = pd.DataFrame(columns=["workload", "variant", "kind", "about", "chain", "order", "side"])
+    ratios = pd.DataFrame([{"workload": "w", "before": "baseline", "after": a, "profiler": p, "metric": "throughput",
+                            "median": m, "lo": m, "hi": m, "n": 3, "status": "gain"}
+                           for a, p, m in (("tf32", "timing", 1.5), ("ladder-upto-tf32", "step", 2.0))])
+    assert list(first.headline(summary, ratios, variants).variant) == ["baseline", "tf32", "optimized"]
+    text = report.headline_table(summary, {"ratios": ratios, "variants": variants})
+    tf32 = next(line for line in text.splitlines() if "| tf32 |" in line)
+    assert "1.5x" in tf32 and "2x" in tf32 and "`tf32` is the baseline with TF32 on" in text
