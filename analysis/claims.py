@@ -64,17 +64,10 @@ def measure(test: dict, metrics: pd.DataFrame, cells: pd.DataFrame) -> dict:
         m = paired.ratio(runs, c, test["after"], test["before"], op="difference" if test["kind"] == "difference" else "ratio")
     absent = None if "median" in m else next(
         (why for v in (test["before"], test.get("after")) if v and (why := missing(test, runs, c, v))), None)
-    m = {**m, **ends(runs, test, m.get("run_set"))} if test["kind"] != "share" else m
+    if test["kind"] in ("reduction", "difference"):  # measured after -> before: its ends the other way round
+        m = {**m, "before_value": m.get("after_value"), "after_value": m.get("before_value")}
+    m = {**m, "metric_unit": runs.unit.iloc[0] if len(runs) and "unit" in runs else None}
     return {**m, "why": absent} if absent else m
-
-
-def ends(runs: pd.DataFrame, test: dict, run_set: str | None) -> dict:
-    """The before and after cells' own values (median over the ratio's set of runs) and their unit:
-    what a ratio of two small shares hides."""
-    r = runs[runs.run_set == run_set] if run_set else runs.iloc[0:0]
-    x = {k: r[r.variant == test[k]].value.to_numpy(dtype=float) for k in ("before", "after")}
-    return {f"{k}_value": float(np.median(v)) if len(v) else None for k, v in x.items()} | {
-        "metric_unit": r.unit.iloc[0] if len(r) and "unit" in r else None}
 
 
 def missing(test: dict, runs: pd.DataFrame, cells: pd.DataFrame, variant: str) -> str | None:

@@ -158,16 +158,23 @@ def anchors(workload: str, path: Path = ANCHORS) -> str:
                      if a["workload"] == workload)
 
 
+def at_step(tables, workload: str, variant: str) -> str:
+    """A variant's paired speedup at the step alone: its own step cell's, else the ladder's stage of it
+    where that stage is the ladder's first (over the baseline, as tf32's)."""
+    v = tables["variants"]
+    ladder = [a for b, a in first.chain_steps(v[(v.workload == workload) & (v.chain == "ladder")], variant) if b == "baseline"] \
+        if "chain" in v else []
+    rows = (ratio_row(tables["ratios"], workload, "baseline", name, "step") for name in (variant, *ladder))
+    return ratio_text(next((r for r in rows if r is not None), None))
+
+
 def headline_table(summary, tables) -> str:
     """The summary's table: each workload's baseline, article chain and optimized, with the paired
     speedups (end to end, and at the step alone where that pair ran), and the lines under it."""
     h = first.headline(summary, tables["ratios"], tables["variants"])
     if h.empty:
         return "(no workload trained)\n"
-    def at_step(w, v):  # the variant's own step-alone cell, else its ladder stage (the ladder's tf32)
-        rows = (ratio_row(tables["ratios"], w, "baseline", name, "step") for name in (v, f"ladder-upto-{v}"))
-        return ratio_text(next((r for r in rows if r is not None), None))
-    step = {(r.workload, r.variant): at_step(r.workload, r.variant) for r in h.itertuples() if r.variant != "baseline"}
+    step = {(r.workload, r.variant): at_step(tables, r.workload, r.variant) for r in h.itertuples() if r.variant != "baseline"}
     held = {name for name, _ in first.throttled(summary)}
     rows = [{"workload": r.workload if i == 0 or h.workload.iloc[i - 1] != r.workload else "",
              "variant": r.variant, "throughput": f"{fmt(r.median, r.lo, r.hi)} {r.unit}" + (" (1 run)" if r.n == 1 else "")
@@ -188,8 +195,8 @@ def headline_table(summary, tables) -> str:
                      "of the cell's samples (the caveats below).")
     if first.REFERENCE in set(h.variant):
         lines.append(f"`{first.REFERENCE}` is the baseline with TF32 on for matmuls and convolutions: PyTorch's defaults "
-                     "turn it on for cuDNN's convolutions and RNNs (not for matmuls), the baseline turns it off, so the "
-                     "speedups over the baseline include what that setting alone is worth.")
+                     "turn it on for cuDNN's convolutions and RNNs (not for matmuls) and the baseline turns it off, so the "
+                     "baseline sits below PyTorch's defaults; its row shows what that setting alone gains over it.")
     if elsewhere:
         lines.append("Published elsewhere (other GPUs and software, not paired with these runs): " + "; ".join(elsewhere) + ".")
     return table(pd.DataFrame(rows)) + "".join(f"\n{line}\n" for line in lines)
@@ -355,9 +362,7 @@ def summary_section(summary, tables, claim_rows) -> list[str]:
             "loader, what the GPU side alone gains; [terms](#terms)):\n",
             headline_table(summary, tables), settings_text(summary),
             "**The fixes that gained most**, established gains only, by side (input: the loader and the copy; step: the "
-            "GPU's work and the host's syncs), each on the first basis that gives it an interval: a step-side fix at the "
-            "step alone (the ladder), else with the other fixes on (the ablation), else after a chain's earlier fixes, "
-            "else alone against the baseline "
+            "GPU's work and the host's syncs), each on the first basis that gives it an interval: " + first.GAIN_RULE + " "
             "(gains on different bases do not multiply to optimized's speedup):\n", gains_table(summary, tables),
             "**Do the articles' claims hold here?** (details: [Documented claims](#documented-claims)):\n",
             claims_digest(claim_rows), tally_line(claim_rows.verdict),
@@ -493,8 +498,6 @@ def appendix_parts(summary, tables, envs, workload_appendix: list[str], out: Pat
 def render(out_dir: str | Path) -> Path:
     out = Path(out_dir)
     (out / "figures").mkdir(exist_ok=True)  # a declared output, even when no figure can be drawn
-    for stale in (out / "figures").glob("*.png"):  # a figure no longer drawn must not outlive its report
-        stale.unlink()
     summary = pd.read_csv(out / "summary.csv")
     tables = load_tables(out)
     envs = json.loads((out / "env.json").read_text())
@@ -524,4 +527,7 @@ def render(out_dir: str | Path) -> Path:
     (out / APPENDIX).write_text("\n".join(appendix_parts(summary, tables, envs, extra, out)))
     path = out / "REPORT.md"
     path.write_text("\n".join(parts))
+    shown = path.read_text() + (out / APPENDIX).read_text()
+    for stale in (f for f in (out / "figures").glob("*.png") if f"figures/{f.name}" not in shown):
+        stale.unlink()  # a figure no longer drawn must not outlive its report
     return path

@@ -111,7 +111,7 @@ def time_section(summary, workload, out: Path | None, names: list[str] | None = 
     if out is None:
         return text
     by_nsys = only(phases(summary, workload, "nsys"))
-    by_torch = only(phases(summary, workload, "torch"))  # only the variants nsys did not trace: one chart each
+    by_torch = only(phases(summary, workload, "torch"))  # torch's chart: only the variants nsys did not trace
     by_torch = by_torch if by_torch.empty or by_nsys.empty else by_torch[~by_torch.variant.isin(by_nsys.variant)]
     figs = {p: figures.time_per_step(d, workload, p, out / "figures" / f"time-{workload}-{p}.png")
             for p, d in (("nsys", by_nsys), ("torch", by_torch))}

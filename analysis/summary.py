@@ -1,5 +1,5 @@
 """The report's first screen, computed from the tidy tables: what each workload trains at (baseline,
-the article's chain, optimized), which fixes gained most on each side, and the caveats. Numbers only
+tf32, the article's chain, optimized), which fixes gained most on each side, and the caveats. Numbers only
 here; analysis/report.py writes them."""
 from __future__ import annotations
 
@@ -74,20 +74,37 @@ def article_settings(summary: pd.DataFrame, claims: list[dict]) -> list[dict]:
     return out
 
 
+GAIN_RULE = ("a step-side fix at the step alone (the ladder), else with the other fixes on (the ablation), else "
+             "after a chain's earlier fixes (at the step alone first, for a step-side fix), else alone against the baseline")
+
+
 def fix_gain(ratios: pd.DataFrame, variants: pd.DataFrame, workload: str, fix: str, side: str):
-    """A fix's gain under the summary's rule: a step-side fix at the step alone (its ladder stage
-    against the stage before), else with the other fixes on (optimized against optimized-no-<fix>),
-    else after a chain's earlier fixes (its stage against the one before), else alone (the fix
-    against the baseline); the first of these with an interval, else the first measured at all."""
+    """A fix's gain under GAIN_RULE, with its pair: the first candidate with an interval, else the
+    first measured at all. A chain that changes the batch (sync32) is no basis for the workload's gain."""
     v = variants[variants.workload == workload]
-    ladder = [(b, a, "step") for b, a in chain_steps(v[v.chain == "ladder"], fix)] if side == "step" else []
-    chains = [(b, a, p) for b, a in chain_steps(v[v.chain != "ladder"], fix) if b != "baseline" for p in ("timing", "step")]
-    candidates = [*ladder, ("optimized", f"optimized-no-{fix}", "timing"), *chains, ("baseline", fix, "timing")]
+    other = v[(v.chain != "ladder") & ~v.chain.isin(batch_chains(v))]
+    steps = [(b, a) for b, a in chain_steps(other, fix) if b != "baseline"]
+    candidates = [*((b, a, "step") for b, a in chain_steps(v[v.chain == "ladder"], fix)),
+                  ("optimized", f"optimized-no-{fix}", "timing"),
+                  *((b, a, "step") for b, a in steps), *((b, a, "timing") for b, a in steps), ("baseline", fix, "timing")]
+    candidates = [c for c in candidates if side == "step" or c[2] != "step"]  # the step alone has no input side
     found = [inverted(r) if before == "optimized" else r for before, after, profiler in candidates
              if (r := ratio_row(ratios, workload, before, after, profiler)) is not None
              and r["status"] not in ("unpaired", "failed")]
     with_interval = [r for r in found if r["status"] in ("gain", "loss", "not established")]
     return (with_interval or found or [None])[0]
+
+
+def batch_chains(v: pd.DataFrame) -> set[str]:
+    """The chains with a stage that changes the batch (a fix or extra setting batch_size or batch_scale)."""
+    sized = v[v.kind.isin(["fix", "extra"])]
+    changes = pd.Series(False, index=sized.index)
+    for knob, default in (("batch_size", 0), ("batch_scale", 1)):
+        if knob in sized:
+            x = pd.to_numeric(sized[knob], errors="coerce")
+            changes |= x.notna() & (x != default)
+    about = set(sized[changes].variant)
+    return set(v[(v.kind == "stage") & v.about.isin(about)].chain)
 
 
 def chain_steps(stages: pd.DataFrame, fix: str) -> list[tuple[str, str]]:
@@ -100,15 +117,18 @@ def chain_steps(stages: pd.DataFrame, fix: str) -> list[tuple[str, str]]:
     return out
 
 
+STAGE = re.compile(r"^(?:(.+)-)?upto-(.+)$")  # <chain>-upto-<fix>; the unnamed chain's stages: upto-<fix>
+
+
 def basis(r: pd.Series) -> str:
     """The basis of a fix_gain ratio, in a few words."""
-    stage = re.compile(r"^(?:(.+)-)?upto-(.+)$")  # <chain>-upto-<fix>; the unnamed chain's stages: upto-<fix>
-    before, after = (stage.match(str(r[k])) for k in ("before", "after"))
+    before, after = (STAGE.match(str(r[k])) for k in ("before", "after"))
     over = f", over +{before[2]}" if before else ""
+    chain = "" if not after else f"{after[1]} chain" if after[1] else "stage by stage"
     if r["profiler"] == "step":  # a step-alone chain's stage over the one before it
-        return "step alone" + over
+        return ("step alone" if not after or after[1] == "ladder" else f"{chain}, step alone") + over
     if after:
-        return (f"{after[1]} chain" if after[1] else "stage by stage") + over
+        return chain + over
     return "with the others on" if r["after"] == "optimized" else "alone"
 
 

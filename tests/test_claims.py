@@ -181,6 +181,8 @@ def test_a_claim_is_judged_on_the_gain_of_three_paired_repetitions(tmp_path):
               for v, f in (("baseline", 1.0), ("workers", 10.0))]
     paths += [repeat(H200 / f"resnet50--{v}.json", tmp_path, 4, day="2026-12-03", input_wait=f)
               for v, f in (("baseline", 1.0), ("workers", 10.0))]
+    # a sixth baseline run in the set, its workers run missing: no pair, so in neither the ratio nor its ends
+    paths.append(repeat(H200 / "resnet50--baseline.json", tmp_path, 5, input_wait=100.0))
     skipped = [{"keys": {"workload": "resnet50", "variant": "a002-upto-workers", "profiler": "timing", "rep": rep},
                 "reason": "same knobs as workers here"} for rep in range(3)]
     table = claims.evaluate(*results(paths, tmp_path / "out", skipped)).set_index("id")
@@ -196,7 +198,7 @@ def test_a_claim_is_judged_on_the_gain_of_three_paired_repetitions(tmp_path):
         assert row.lo > 1 and row.verdict == verdict
         assert row["why this pair"] and row.pair.startswith(f"{metric}: baseline -> ")
     assert table.loc["loader-wait"].documented == "200 -> 15 ms/step (13.3x)"
-    wait = table.loc["loader-wait"]  # the two cells' own values, from the ratio's set alone (not the 10x pairs)
+    wait = table.loc["loader-wait"]  # the two cells' own values, over the ratio's pairs alone
     assert (wait.before_value, wait.after_value, wait.metric_unit) == pytest.approx(
         (value(H200 / "resnet50--baseline.json", "input_wait"), value(H200 / "resnet50--workers.json", "input_wait"), "ms/step"))
 

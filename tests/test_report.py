@@ -443,6 +443,18 @@ def test_a_fix_gain_reads_the_ablation_the_right_way_round_and_prefers_the_step_
                            r("baseline", "pinned-async", "timing", 1.0, 0.9, 1.1, "not established")])
     g = first.fix_gain(pinned, copy, "w", "pinned-async", "input")
     assert (g["median"], first.basis(g)) == (1.12, "copy chain, over +amp")
+    steps = pd.concat([copy, pd.DataFrame([  # step-alone chains, one of them at another batch (sync32)
+        {"workload": "w", "variant": f"{c}-upto-{a}", "kind": "stage", "about": a, "chain": c, "order": o, "side": "step"}
+        for c, a, o in (("sync32", "batch32", 7), ("sync32", "lazy-sync", 8), ("sync", "amp-bf16", 9), ("sync", "lazy-sync", 10),
+                        ("copy", "lazy-sync", 5.5))]),
+        pd.DataFrame([{"workload": "w", "variant": "batch32", "kind": "extra", "about": "batch32", "batch_size": 32}])])
+    lazy = pd.DataFrame([r("sync32-upto-batch32", "sync32-upto-lazy-sync", "step", 1.3, 1.2, 1.4, "gain"),
+                         r("copy-upto-amp", "copy-upto-lazy-sync", "timing", 1.1, 1.05, 1.15, "gain"),
+                         r("sync-upto-amp-bf16", "sync-upto-lazy-sync", "step", 1.01, 1.005, 1.02, "gain")])
+    g = first.fix_gain(lazy, steps, "w", "lazy-sync", "step")  # the step alone first, at the workload's batch only
+    assert (g["median"], first.basis(g)) == (1.01, "sync chain, step alone, over +amp-bf16")
+    g = first.fix_gain(lazy, steps, "w", "lazy-sync", "input")  # an input-side reading: no step-alone basis
+    assert (g["median"], first.basis(g)) == (1.1, "copy chain, over +amp")
 
 
 def test_a_run_faster_than_its_own_step_alone_is_flagged_not_printed_as_a_share():
@@ -837,7 +849,7 @@ def test_time_per_step_sets_the_timing_runs_mean_step_beside_the_tools_mean():
 
 
 def test_a_figure_no_longer_drawn_does_not_outlive_its_report(results):
-    stale = results / "figures" / "time-resnet50-torch.png"
+    stale = results / "figures" / "time-nothing-drawn.png"
     stale.parent.mkdir(exist_ok=True)
     stale.write_bytes(b"an old chart")
     report.render(results)
@@ -850,11 +862,14 @@ def test_the_summary_sets_tf32_beside_the_baseline_and_reads_its_step_alone_from
         return {"workload": "w", "variant": v, "profiler": "timing", "metric": "throughput", "unit": "samples/s",
                 "median": x, "lo": x, "hi": x, "n": 3, "status": "ok"}
     summary = pd.DataFrame([cell("baseline", 100.0), cell("tf32", 150.0), cell("optimized", 900.0)])
-    variants = pd.DataFrame(columns=["workload", "variant", "kind", "about", "chain", "order", "side"])
+    variants = pd.DataFrame([{"workload": "w", "variant": f"ladder-upto-{a}", "kind": "stage", "about": a, "chain": "ladder",
+                              "order": o, "side": "step"} for a, o in (("tf32", 1), ("amp", 2))])
     ratios = pd.DataFrame([{"workload": "w", "before": "baseline", "after": a, "profiler": p, "metric": "throughput",
                             "median": m, "lo": m, "hi": m, "n": 3, "status": "gain"}
-                           for a, p, m in (("tf32", "timing", 1.5), ("ladder-upto-tf32", "step", 2.0))])
+                           for a, p, m in (("tf32", "timing", 1.5), ("ladder-upto-tf32", "step", 2.0),
+                                           ("ladder-upto-amp", "step", 4.0))])
     assert list(first.headline(summary, ratios, variants).variant) == ["baseline", "tf32", "optimized"]
     text = report.headline_table(summary, {"ratios": ratios, "variants": variants})
     tf32 = next(line for line in text.splitlines() if "| tf32 |" in line)
     assert "1.5x" in tf32 and "2x" in tf32 and "`tf32` is the baseline with TF32 on" in text
+    assert report.at_step({"ratios": ratios, "variants": variants}, "w", "amp") == ""  # not the ladder's first stage

@@ -7,7 +7,7 @@ import itertools
 from dataclasses import dataclass
 
 from workloads.base import Workload
-from workloads.knobs import KNOBS
+from workloads.knobs import INERT, KNOBS
 
 
 @dataclass(frozen=True)
@@ -170,12 +170,18 @@ def resolve(name: str, workload: type[Workload], config: dict, machine: Machine)
             return None, f"same as optimized: {_reason(fx[fix], workload, config, machine)}"
         knobs = {**optimized, **{k: base[k] for k in fx[fix]}}
         if effective(knobs, base, machine) == effective(optimized, base, machine):
-            inert = [k for k in fx[fix] if not KNOBS[k].acts(optimized, machine.cuda)]
-            docs = {KNOBS[k].acts.__doc__: [j for j in inert if KNOBS[j].acts is KNOBS[k].acts] for k in inert}
-            why = "; ".join(f"{', '.join(ks)}: {doc}" for doc, ks in docs.items() if doc)
+            why = inert(fx[fix], optimized, machine.cuda)
             return None, f"same as optimized here: {fix} has no effect with the other fixes on" + (f" ({why})" if why else "")
         return knobs, None
     raise KeyError(f"unknown variant {name!r}; known: {', '.join(names(config))}")
+
+
+def inert(fix: dict, knobs: dict, cuda: bool) -> str:
+    """Which of a fix's knobs cannot act among `knobs`, and why: 'pin_memory, copy: <why>'."""
+    why: dict[str, list[str]] = {}
+    for k in (k for k in fix if not KNOBS[k].acts(knobs, cuda)):
+        why.setdefault(INERT.get(KNOBS[k].acts, ""), []).append(k)
+    return "; ".join(f"{', '.join(ks)}: {text}" for text, ks in why.items() if text)
 
 
 def catalog(config: dict) -> list[dict]:

@@ -42,18 +42,21 @@ BOOL = {"type": "boolean"}
 
 
 def _torch_workers(knobs: dict, cuda: bool) -> bool:
-    """only the DataLoader's worker processes have it"""
     return knobs["num_workers"] > 0 and knobs["loader"] != "dali"
 
 
 def _host_batches(knobs: dict, cuda: bool) -> bool:
-    """DALI on a GPU hands over batches already there: no host batch to pin or copy"""
     return not (knobs["loader"] == "dali" and cuda)
 
 
 def _dali_gpu(knobs: dict, cuda: bool) -> bool:
-    """only DALI's GPU ("mixed") JPEG decoder has it"""
     return knobs["loader"] == "dali" and cuda
+
+
+# why a knob of each `acts` rule cannot act where the rule says so (the matrix's skip reasons say it)
+INERT = {_torch_workers: "only the DataLoader's worker processes have it",
+         _host_batches: "DALI on a GPU hands over batches already there: no host batch to pin or copy",
+         _dali_gpu: 'only DALI\'s GPU ("mixed") JPEG decoder has it'}
 
 
 KNOBS: dict[str, Knob] = {
