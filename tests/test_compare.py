@@ -215,3 +215,17 @@ def test_a_headline_cell_that_failed_in_any_run_shows_why_not_a_throughput():
     assert machines.failed(pd.Series({"status": "failed", "why": "baseline failed in 1 of 3 runs"}), "optimized") is None
     assert machines.failed(pd.Series({"status": "gain", "why": None}), "optimized") is None
     assert machines.failed(None, "optimized") is None
+
+
+def test_the_machines_headline_keeps_each_workloads_rows_in_one_order_whichever_machine_has_them():
+    """tf32 measured on the second machine alone still sits between the baseline and optimized."""
+    import pandas as pd
+    from analysis import machines
+    def tables(variants):
+        summary = pd.DataFrame([{"workload": "w", "variant": v, "profiler": "timing", "metric": "throughput",
+                                 "unit": "samples/s", "median": 1.0, "lo": 1.0, "hi": 1.0, "n": 3, "status": "ok"}
+                                for v in variants])
+        return {"summary": summary, "ratios": pd.DataFrame(columns=["workload", "before", "after", "profiler", "metric"]),
+                "variants": pd.DataFrame(columns=["workload", "variant", "kind", "about", "chain", "order"])}
+    text = machines.headline_table({"a": tables(["baseline", "optimized"]), "b": tables(["baseline", "tf32", "optimized"])})
+    assert [line.split("|")[2].strip() for line in text.splitlines()[2:5]] == ["baseline", "tf32", "optimized"]
