@@ -171,8 +171,7 @@ def meter_cost(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
                 return df[(df.workload == w) & (df.variant == v) & df.profiler.isin([metered, bare])].assign(
                     variant=lambda d: d.profiler)
             r = paired.ratio(of_cell(metrics[metrics.metric == "throughput"]), of_cell(cells), bare, metered)
-            rows.append({"workload": w, "before": v, "after": v, "profiler": f"{metered}/{bare}", "metric": "throughput",
-                         **{k: x for k, x in r.items() if k not in paired.ENDS}})
+            rows.append({"workload": w, "before": v, "after": v, "profiler": f"{metered}/{bare}", "metric": "throughput", **r})
     return pd.DataFrame(rows)
 
 

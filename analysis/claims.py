@@ -59,9 +59,10 @@ def measure(test: dict, metrics: pd.DataFrame, cells: pd.DataFrame) -> dict:
     if test["kind"] == "share":
         m = share(runs, c, test["before"])
     elif test["kind"] == "ratio":
-        m = paired.ratio(runs, c, test["before"], test["after"])
+        m = paired.ratio(runs, c, test["before"], test["after"], ends=True)
     else:  # reduction: before / after; difference: before - after (what the fix saves)
-        m = paired.ratio(runs, c, test["after"], test["before"], op="difference" if test["kind"] == "difference" else "ratio")
+        m = paired.ratio(runs, c, test["after"], test["before"], op="difference" if test["kind"] == "difference" else "ratio",
+                         ends=True)
     absent = None if "median" in m else next(
         (why for v in (test["before"], test.get("after")) if v and (why := missing(test, runs, c, v))), None)
     if test["kind"] in ("reduction", "difference"):  # measured after -> before: its ends the other way round

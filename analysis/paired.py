@@ -77,14 +77,13 @@ def failed_in(cells: pd.DataFrame, variant: str, rset: str | None) -> str | None
     return f"{variant} failed in {bad} of {len(c)} runs" if bad else None
 
 
-ENDS = ("before_value", "after_value")  # a ratio's two cells by their own values: the claims show them
-
-
-def ratio(runs: pd.DataFrame, cells: pd.DataFrame, before: str, after: str, op: str = "ratio") -> dict:
+def ratio(runs: pd.DataFrame, cells: pd.DataFrame, before: str, after: str, op: str = "ratio",
+          ends: bool = False) -> dict:
     """The paired ratio after / before (op "difference": after - before) of one workload x
     profiler x metric (runs: its metric rows with run_set; cells: its cells with status, run_set
     and started): median, lo, hi, n, run_set, status (gain, loss, not established, too few pairs,
-    unpaired, failed) and why. Where several sets pair it interleaved: the one with most pairs, then the latest."""
+    unpaired, failed) and why. Where several sets pair it interleaved: the one with most pairs, then the latest.
+    With `ends`, each cell's own median over the pairs too (before_value, after_value)."""
     found = pairs(runs, before, after)
     if not found:
         why = failed_in(cells, before, None) or failed_in(cells, after, None)
@@ -101,8 +100,9 @@ def ratio(runs: pd.DataFrame, cells: pd.DataFrame, before: str, after: str, op: 
         return {"status": "unpaired", "n": 0, "run_set": rset, "why": apart[rset]}
     r = (both[after] / both[before] if op == "ratio" else both[after] - both[before]).to_numpy(dtype=float)
     neutral = 1.0 if op == "ratio" else 0.0
-    out = {"median": float(np.median(r)), "n": len(r), "run_set": rset,  # and each cell's own, over the pairs
-           "before_value": float(np.median(both[before])), "after_value": float(np.median(both[after]))}
+    out = {"median": float(np.median(r)), "n": len(r), "run_set": rset}
+    if ends:
+        out |= {"before_value": float(np.median(both[before])), "after_value": float(np.median(both[after]))}
     if len(r) < MIN_PAIRS:
         return {**out, "status": "too few pairs", "why": f"{len(r)} pair(s); an interval needs {MIN_PAIRS}"}
     lo, hi = interval(r)
@@ -126,7 +126,7 @@ def table(metrics: pd.DataFrame, cells: pd.DataFrame, comparisons: list[tuple[st
         if lower_is_better:
             r["status"] = FLIP.get(r["status"], r["status"])
         rows.append({"workload": workload, "before": before, "after": after, "profiler": profiler,
-                     "metric": metric, **{k: v for k, v in r.items() if k not in ENDS}})
+                     "metric": metric, **r})
     columns = ["workload", "before", "after", "profiler", "metric", "median", "lo", "hi", "n", "status",
                "run_set", "why"]
     return pd.DataFrame(rows, columns=columns)

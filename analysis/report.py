@@ -305,15 +305,19 @@ def verdict_said(verdict: str, x: float, unit: str, n: float, pair: str, lo: flo
     return verdict.split(":")[0] + ("" if pd.isna(x) else f" ({measured(x, unit, pair, lo, hi)}{'' if n >= 3 else f', n={int(n)}'})")
 
 
+def test_said(t) -> str:
+    """One test in the digest: its metric, verdict and value; where the source gives no number, the
+    two cells' own values too."""
+    ends = ends_text(t.before_value, t.after_value, t.metric_unit) if t.documented.startswith("(no number") else ""
+    return f"{t.metric}: {verdict_said(t.verdict, t.value, t.unit, t.n, t.pair)}" + (f" ({ends})" if ends else "")
+
+
 def claims_digest(c: pd.DataFrame) -> str:
     """One line per claim: the figures it documents, and each test's metric, verdict and measured
     value with its unit (one verdict said by several tests of a metric, once with their count)."""
     rows = []
     for cid, tests in c.groupby("id", sort=False):
-        said = [f"{m}: {verdict_said(v, x, u, n, p)}" + (f" ({e})" if d.startswith("(no number") and (e := ends_text(b, a, mu)) else "")
-                for m, v, x, u, n, p, d, b, a, mu in zip(tests.metric, tests.verdict, tests.value, tests.unit, tests.n.fillna(0),
-                                                          tests.pair, tests.documented, tests.before_value, tests.after_value,
-                                                          tests.metric_unit)]
+        said = [test_said(t) for t in tests.assign(n=tests.n.fillna(0)).itertuples()]
         rows.append({"claim": f"[{cid}](#claim-{cid})", "documented": " / ".join(dict.fromkeys(tests.documented)),
                      "each test: metric, verdict (measured here)": " / ".join(
                          f"{v} (x{k})" if k > 1 else v for v, k in Counter(said).items())})

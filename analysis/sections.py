@@ -146,8 +146,7 @@ def host_calls_section(calls: pd.DataFrame, workload: str, top: int = 5) -> str:
             "record made before names were read); a call marked as waiting for the GPU is a synchronize or a "
             "device-to-host copy; a copy to the GPU from pageable memory (no pin_memory) can wait for the work queued "
             "before it too (the driver may sync the stream to stage it), but is not marked, since its host time holds "
-            "the copy itself as well; calls on different "
-            "threads overlap):\n\n" + table(shown))
+            "the copy itself as well; calls on different threads overlap):\n\n" + table(shown))
 
 
 NCU_NOTE = ("sm_pct is ncu's SM throughput, the busiest of the SM's units, so on a matrix product whose busiest "
