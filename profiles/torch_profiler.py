@@ -1,5 +1,6 @@
 """The 'torch' observer: torch.profiler over the measured steps (a wait/warm-up/active schedule),
-the Kineto trace kept beside the run record, its metrics parsed by profiles.kineto."""
+the Kineto trace kept beside the run record, its metrics parsed by profiles.kineto; and, on a GPU,
+the device time per call of the operators the articles time, from the profiler's own table."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -11,6 +12,19 @@ from profiles import kineto
 from workloads.observer import Observer
 
 
+# metric -> operator: its device time per call (ms) as torch.profiler's table counts it (the kernels
+# launched inside the call, children and autocast's casts included)
+OPS = {"conv2d_device_time": "aten::conv2d", "linear_device_time": "aten::linear"}
+
+
+def op_times(averages, attr: str = "device_time_total") -> list[dict]:
+    """Per operator of OPS that ran and took time: `attr` (microseconds) per call, in ms."""
+    found = {e.key: e for e in averages}
+    rows = [(m, found.get(op)) for m, op in OPS.items()]
+    return [{"metric": m, "value": getattr(e, attr) / e.count / 1e3, "unit": "ms"}
+            for m, e in rows if e is not None and e.count and getattr(e, attr) > 0]
+
+
 class TorchProfiler(Observer):
     name = "torch"
     time_bounded = False  # the schedule traces every measured step
@@ -18,6 +32,7 @@ class TorchProfiler(Observer):
 
     def __init__(self, spec: dict, cuda: bool, out_dir: Path):
         super().__init__(spec, cuda, out_dir)
+        self.cuda = cuda
         self.trace = Path(out_dir) / "trace.json.gz"
         active = spec["measured_steps"] - self.WAIT - self.WARMUP
         if active < 1:
@@ -43,7 +58,7 @@ class TorchProfiler(Observer):
         self.profiler.step()
 
     def metrics(self) -> list[dict]:
-        return kineto.metrics(self.trace)
+        return kineto.metrics(self.trace) + (op_times(self.profiler.key_averages()) if self.cuda else [])
 
     def tables(self) -> dict:
         return {"kernels": kineto.top_kernels(kineto.load(self.trace))}

@@ -60,3 +60,22 @@ def test_union_of_overlapping_intervals():
     import pandas as pd
     df = pd.DataFrame({"ts": [0.0, 5.0, 20.0, 21.0], "dur": [10.0, 10.0, 2.0, 0.5]})
     assert kineto.union_us(df) == 15.0 + 2.0
+
+
+def test_an_operators_time_per_call_matches_its_trace_events(tmp_path):
+    """op_times reads torch.profiler's own table; on a CPU its host-time twin must agree with the
+    trace's aten::conv2d events (the GPU reading, device time, comes from the same table)."""
+    import torch
+    import torchvision
+    from profiles import torch_profiler
+    model, x = torchvision.models.resnet18(num_classes=4), torch.randn(2, 3, 64, 64)
+    trace = tmp_path / "trace.json"
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        model(x).sum().backward()
+    prof.export_chrome_trace(str(trace))
+    got = {r["metric"]: r["value"] for r in torch_profiler.op_times(prof.key_averages(), "cpu_time_total")}
+    events = kineto.load(trace)
+    conv = events[events.name == "aten::conv2d"].dur
+    assert len(conv) == 20 and got["conv2d_device_time"] == pytest.approx(conv.mean() / 1e3, rel=1e-3)
+    assert set(got) == {"conv2d_device_time", "linear_device_time"}
+    assert torch_profiler.op_times(prof.key_averages()) == []  # no GPU, no device time: nothing invented
