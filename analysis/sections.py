@@ -187,6 +187,8 @@ def kernels_section(kernels: pd.DataFrame, workload: str, top: int = 5, variants
 def told_apart(names: pd.Series, variants: pd.Series) -> pd.Series:
     """Kernel names as shown, a second kernel of one variant under the same shown name numbered
     (cuDNN's `Kernel2` templates differ only in their mangled names)."""
+    if names.empty:  # no kernels: an empty column reads as object, which some pandas' strings do not add to
+        return names
     nth = names.groupby([variants, names]).cumcount()
     return names.where(nth == 0, names + " (" + (nth + 1).astype(str) + ")")
 
