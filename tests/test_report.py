@@ -873,3 +873,11 @@ def test_the_summary_sets_tf32_beside_the_baseline_and_reads_its_step_alone_from
     tf32 = next(line for line in text.splitlines() if "| tf32 |" in line)
     assert "1.5x" in tf32 and "2x" in tf32 and "`tf32` is the baseline with TF32 on" in text
     assert report.at_step({"ratios": ratios, "variants": variants}, "w", "amp") == ""  # not the ladder's first stage
+
+
+def test_no_kernels_are_told_apart_without_string_arithmetic_on_an_empty_column():
+    """A folder with no traced kernel reads an empty name column as object; pandas 3.0 with pyarrow's
+    strings refused to add a str column to it, and the report failed after every record was written."""
+    from analysis import sections
+    empty = pd.Series([], dtype=object)
+    assert sections.told_apart(empty, empty).empty
