@@ -32,7 +32,6 @@ class TorchProfiler(Observer):
 
     def __init__(self, spec: dict, cuda: bool, out_dir: Path):
         super().__init__(spec, cuda, out_dir)
-        self.cuda = cuda
         self.trace = Path(out_dir) / "trace.json.gz"
         active = spec["measured_steps"] - self.WAIT - self.WARMUP
         if active < 1:
@@ -58,7 +57,7 @@ class TorchProfiler(Observer):
         self.profiler.step()
 
     def metrics(self) -> list[dict]:
-        return kineto.metrics(self.trace) + (op_times(self.profiler.key_averages()) if self.cuda else [])
+        return kineto.metrics(self.trace) + op_times(self.profiler.key_averages())  # a CPU run: no device time, none
 
     def tables(self) -> dict:
         return {"kernels": kineto.top_kernels(kineto.load(self.trace))}

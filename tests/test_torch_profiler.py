@@ -37,7 +37,7 @@ def test_profiled_run_writes_a_trace_and_its_metrics(profiled):
     assert m["profiled_steps"] == 2  # 4 measured - 1 wait - 1 warm-up
     assert m["phase_forward"] > 0 and m["phase_backward"] > 0 and m["phase_input"] > 0
     assert m["phase_forward"] + m["phase_backward"] + m["phase_optimizer"] + m["phase_input"] <= m["profiled_step_time"] * 1.05
-    assert "kernels_per_step" not in m  # no GPU, no kernels: nothing invented
+    assert "kernels_per_step" not in m and "linear_device_time" not in m  # no GPU, no kernels: nothing invented
 
 
 def test_overhead_is_derived_against_the_timing_run(profiled, tmp_path):
