@@ -20,9 +20,8 @@ OPS = {"conv2d_device_time": "aten::conv2d", "linear_device_time": "aten::linear
 def op_times(averages, attr: str = "device_time_total") -> list[dict]:
     """Per operator of OPS that ran and took time: `attr` (microseconds) per call, in ms."""
     found = {e.key: e for e in averages}
-    rows = [(m, found.get(op)) for m, op in OPS.items()]
     return [{"metric": m, "value": getattr(e, attr) / e.count / 1e3, "unit": "ms"}
-            for m, e in rows if e is not None and e.count and getattr(e, attr) > 0]
+            for m, op in OPS.items() if (e := found.get(op)) and e.count and getattr(e, attr) > 0]
 
 
 class TorchProfiler(Observer):
