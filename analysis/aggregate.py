@@ -157,7 +157,8 @@ def ratio_table(metrics: pd.DataFrame, cells: pd.DataFrame, catalog) -> pd.DataF
 
 
 METERED = {"bare": "timing", "step-bare": "step"}  # a profiler without the energy meter: the same one with it
-METER = [f"{m}/{b}" for b, m in METERED.items()]  # ratios.csv's profilers of the meter's cost: with over without
+IN_RUN = "meter-cost"  # the meter's cost measured in one run: sampling switched on and off in alternate windows
+METER = [*(f"{m}/{b}" for b, m in METERED.items()), IN_RUN]  # ratios.csv's profilers of the meter's cost: with over without
 
 
 def meter_cost(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
@@ -172,6 +173,27 @@ def meter_cost(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
                     variant=lambda d: d.profiler)
             r = paired.ratio(of_cell(metrics[metrics.metric == "throughput"]), of_cell(cells), bare, metered)
             rows.append({"workload": w, "before": v, "after": v, "profiler": f"{metered}/{bare}", "metric": "throughput", **r})
+    return pd.DataFrame(rows)
+
+
+def in_run_meter_cost(records: list[dict]) -> pd.DataFrame:
+    """The meter's cost measured in one process (profiler meter-cost): each pair of neighbouring
+    windows of a run, one sampled and one not, is a pair (its throughputs as cells `with` and
+    `without`); the paired ratio with over without, per cell, pooled over its runs of one set."""
+    runs, cells = [], []
+    for r in (r for r in records if r["keys"]["profiler"] == IN_RUN):
+        k, rset = r["keys"], paired.run_set(r.get("env"), r.get("started")) if r.get("env") else None
+        cells += [{**k, "variant": f"{k['variant']}|{side}", "status": r["status"], "run_set": rset} for side in ("with", "without")]
+        windows = r.get(IN_RUN, {}).get("windows", []) if r["status"] == "ok" else []
+        runs += [{**k, "variant": f"{k['variant']}|{'with' if w['sampling'] else 'without'}", "rep": f"{k['rep']}.{w['window'] // 2}",
+                  "value": w["steps"] / w["seconds"], "run_set": rset} for w in windows[:len(windows) // 2 * 2]]
+    runs = pd.DataFrame(runs, columns=[*KEYS, "rep", "value", "run_set"])
+    cells = pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "run_set"])
+    rows = []
+    for (w, v), c in cells.assign(cell=cells.variant.str.split("|").str[0]).groupby(["workload", "cell"]):
+        mine = runs[(runs.workload == w) & runs.variant.str.startswith(f"{v}|")]
+        rows.append({"workload": w, "before": v, "after": v, "profiler": IN_RUN, "metric": "throughput",
+                     **paired.ratio(mine, c, f"{v}|without", f"{v}|with")})
     return pd.DataFrame(rows)
 
 
@@ -267,7 +289,7 @@ def overheads(metrics: pd.DataFrame) -> list[dict]:
     timing = tput[tput.profiler == "timing"].set_index(["workload", "variant", "run_set", "rep"]).value
     timing = timing[~timing.index.duplicated(keep="last")]
     out = []
-    for (w, v, p), runs in tput[~tput.profiler.isin(["timing", *METERED])].groupby(["workload", "variant", "profiler"]):
+    for (w, v, p), runs in tput[~tput.profiler.isin(["timing", *METERED, IN_RUN])].groupby(["workload", "variant", "profiler"]):
         keys = list(zip([w] * len(runs), [v] * len(runs), runs.run_set, runs.rep))
         both = [(timing[k], x) for k, x in zip(keys, runs.value) if k in timing.index]
         if not both:
@@ -381,5 +403,7 @@ def main(run_paths, skipped: list[dict], out_dir, compiles=(), catalog=(), study
     kernel_table(records).to_csv(out / "kernels.csv", index=False, float_format="%.6g")
     api_call_table(records).to_csv(out / "api_calls.csv", index=False, float_format="%.6g")
     variant_table(records, catalog).to_csv(out / "variants.csv", index=False)
-    ratio_table(metrics, cells, catalog).to_csv(out / "ratios.csv", index=False, float_format="%.6g")
+    ratios, in_run = ratio_table(metrics, cells, catalog), in_run_meter_cost(records)
+    ratios = pd.concat([ratios, in_run], ignore_index=True) if len(in_run) else ratios
+    ratios.to_csv(out / "ratios.csv", index=False, float_format="%.6g")
     return summary

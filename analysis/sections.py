@@ -377,14 +377,17 @@ def overhead_section(summary: pd.DataFrame) -> str:
 METER_HEAD = ("Every timing run meters the GPU: NVML's energy counter read at the measured window's ends, and power, "
               "clocks, temperature and clock-event reasons sampled every 50 ms (profiles/energy.py says how). "
               "What it costs: cells run again without the meter (profiler `bare`; `step-bare` for the step alone, "
-              "where no input side varies), paired by repetition; the throughput with the meter over without (1: no "
+              "where no input side varies), paired by repetition; and, in one process with nothing else changed, the "
+              "step alone with the sampling switched on and off in alternate windows of steps (profiler `meter-cost`, "
+              "each neighbouring pair of windows a pair). The throughput with the meter over without (1: no "
               "cost). How far the two energy figures agree: the power samples "
               "integrated over the window against the counter's energy (the tables use the counter), in %. The samples "
               "read NVML's instantaneous power where the driver gives it; its default reading averages over the last "
               "second (Ampere and newer, but GA100), which lags a measured window of a second or two.\n\n")
 
 
-MEASURED = {"timing": "end to end", "step": "the step alone"}  # a meter-cost ratio's metered profiler
+MEASURED = {"timing": "end to end", "step": "the step alone",  # a meter-cost ratio's metered profiler
+            aggregate.IN_RUN: "the step alone, sampling on and off in one run"}
 
 
 def meter_section(metrics: pd.DataFrame, ratios: pd.DataFrame) -> str:

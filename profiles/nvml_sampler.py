@@ -1,8 +1,9 @@
 """NVML's sampler in a process of its own, so that its Python never takes the training process's
 GIL, which a compiled step's launches hold nearly all the time. Run as a script: it says "ready"
-once it samples, samples one GPU every `period` s until a line on its stdin (not the pipe's end: a
-DataLoader worker forked from the training process holds that open too), then prints the samples
-as one JSON object; or, where NVML is missing, why, at once. Standard library and pynvml only."""
+once it samples, samples one GPU every `period` s until a line on its stdin other than "pause" or
+"resume" (not the pipe's end: a DataLoader worker forked from the training process holds that open
+too), then prints the samples as one JSON object; or, where NVML is missing, why, at once.
+Standard library and pynvml only."""
 from __future__ import annotations
 
 import json
@@ -39,6 +40,28 @@ def sample(nvml, h) -> dict:
             "reasons": nvml.nvmlDeviceGetCurrentClocksEventReasons(h)}
 
 
+def commands(stream, on: threading.Event, done: threading.Event) -> None:
+    """The parent's lines (on stdin): "pause" and "resume" switch the sampling off and on (a cell
+    that measures what sampling costs); any other line, or the stream's end, ends it."""
+    for line in iter(stream.readline, ""):
+        if line.strip() not in ("pause", "resume"):
+            break
+        (on.clear if line.strip() == "pause" else on.set)()
+    done.set()
+    on.set()  # a paused loop wakes to end
+
+
+def sample_until_done(take, samples: list, period: float, on: threading.Event, done: threading.Event,
+                      parent: int) -> None:
+    """Append take() to `samples` every `period` s while `on`, asleep while paused, until `done` or
+    the parent is gone."""
+    while not done.is_set() and os.getppid() == parent:  # a run that died unasked: stop with it
+        if not on.wait(1.0):
+            continue
+        samples.append(take())
+        done.wait(period)
+
+
 def main(device_index: int, period: float) -> dict:
     try:
         import pynvml as nvml
@@ -47,13 +70,12 @@ def main(device_index: int, period: float) -> dict:
     except Exception as e:  # no NVIDIA driver
         return {"why": f"NVML unavailable: {e}"}
     print("ready", flush=True)
-    done, parent = threading.Event(), os.getppid()
-    threading.Thread(target=lambda: (sys.stdin.readline(), done.set()), daemon=True).start()
+    on, done = threading.Event(), threading.Event()
+    on.set()
+    threading.Thread(target=commands, args=(sys.stdin, on, done), daemon=True).start()
     samples = []
     try:
-        while not done.is_set() and os.getppid() == parent:  # a run that died unasked: stop with it
-            samples.append(sample(nvml, h))
-            done.wait(period)
+        sample_until_done(lambda: sample(nvml, h), samples, period, on, done, os.getppid())
     except Exception as e:  # a call the GPU refuses, a GPU lost: the samples so far, and why they end
         return {"samples": samples, "why": f"NVML sampling stopped: {e}"}
     finally:

@@ -90,7 +90,7 @@ def test_the_meters_cost_pairs_a_cells_metered_runs_with_its_bare_ones():
     metrics = pd.DataFrame(rows)
     cells = metrics.drop(columns=["metric", "value"]).assign(status="ok")
     cost = aggregate.meter_cost(metrics, cells).set_index("profiler")  # the baseline ran without the meter nowhere
-    assert list(cost.index) == aggregate.METER == ["timing/bare", "step/step-bare"]
+    assert list(cost.index) == aggregate.METER[:2] == ["timing/bare", "step/step-bare"]
     assert (cost.before == "optimized").all() and (cost.n == 4).all() and (cost.status == "loss").all()
     assert cost.loc["timing/bare", "median"] == pytest.approx(0.99, abs=0.002)
     assert cost.loc["step/step-bare", "median"] == pytest.approx(200 / 201, abs=0.001)

@@ -221,6 +221,7 @@ def cell(config: dict, workload_name: str, variant: str, profiler: str = "timing
     # step) are compared with timing's throughput, so they measure as many steps as it does
     traced = profiler in ("torch", "nsys", "ncu")
     measured = preset.get("profiled_steps", preset["measured_steps"]) if traced else preset["measured_steps"]
+    measured = OBSERVERS[profiler].measured_steps or measured
     spec = {**keys, "preset": config["preset"], "machine": config["machine"], "knobs": knobs,
             "params": params(config, workload, knobs), "data": str(data_path(config, workload)),
             "warmup_steps": preset["warmup_steps"], "measured_steps": measured,

@@ -18,6 +18,7 @@ class Observer:
     trains = True          # False: the input pipeline alone, nothing trains
     one_batch = False      # True: one batch fed again every step (the step alone)
     time_bounded = True    # a slow cell may stop measuring early (protocol.Budget)
+    measured_steps: int | None = None  # the observer's own number of measured steps (None: the preset's)
 
     @classmethod
     def unavailable(cls, config: dict, cuda: bool) -> str | None:
