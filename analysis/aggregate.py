@@ -202,13 +202,13 @@ def tidy(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, cells = [], []
     for r in records:
         keys = {**r["keys"], "run_set": paired.run_set(r["env"], r.get("started")) if r.get("env") else None}
-        cells.append({**keys, "status": r["status"], "reason": r.get("reason"), "started": r.get("started"),
+        cells.append({**keys, "status": r["status"], "reason": r.get("reason"), "started": r.get("started"), "sweep": r.get("sweep"),
                       "preset": (r.get("spec") or {}).get("preset"),
                       "log_tail": " | ".join(r.get("log_tail", [])), **cost(r)})
         if r["status"] == "ok":
             rows += [{**keys, **m} for m in r["metrics"] + step_time_mean(r) + energy_per_sample(r) + ncu_metrics(r)]
     metrics = pd.DataFrame(rows, columns=[*KEYS, "rep", "metric", "value", "unit", "run_set"])
-    columns = [*KEYS, "rep", "status", "reason", "started", "preset", "log_tail", "seconds", "first_step_s", "setup_s", "compile_s", "compile_key",
+    columns = [*KEYS, "rep", "status", "reason", "started", "sweep", "preset", "log_tail", "seconds", "first_step_s", "setup_s", "compile_s", "compile_key",
                "run_set"]
     return metrics, pd.DataFrame(cells, columns=columns)
 

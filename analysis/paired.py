@@ -2,7 +2,8 @@
 
 A ratio of two cells (after / before) is made only from runs of one set of runs (same GPU, same
 commit, same day) that share a repetition, where the set ran them repetition by repetition (no
-repetition's runs span another's start, as a stop and a rerun can leave them), so each pair saw
+repetition's runs span another's start, as a stop and a rerun can leave them, and no pair's two
+runs under one profiler came from two runs of their sweep), so each pair saw
 the same machine at nearly the same time. The ratio reported is the median of the paired ratios,
 with a 95 % bootstrap interval of that median; with fewer than MIN_PAIRS pairs there is no
 interval, and a ratio whose interval holds 1.0 is not established. A run from a tree with
@@ -59,6 +60,9 @@ def out_of_order(cells: pd.DataFrame, rset: str, variants: list[str], reps) -> s
     """Why a set's runs do not interleave two cells: one repetition's runs span another's start (as
     a stop and a rerun can leave them); None where each repetition ran as a block, or starts are unknown."""
     c = cells[(cells.run_set == rset) & cells.variant.isin(variants) & cells.rep.isin(list(reps))]
+    split = split_pair(c)
+    if split:
+        return split
     if "started" not in c or c.started.isna().any() or c.rep.nunique() < 2:
         return None
     when = c.assign(started=pd.to_datetime(c.started, utc=True, format="ISO8601"))
@@ -67,6 +71,17 @@ def out_of_order(cells: pd.DataFrame, rset: str, variants: list[str], reps) -> s
         if a["max"] > b["min"]:
             return f"{NOT_INTERLEAVED}: repetition {r}'s runs span repetition {q}'s start"
     return None
+
+
+def split_pair(cells: pd.DataFrame) -> str | None:
+    """Why a pair is not interleaved where its two runs under one profiler came from two runs of
+    their sweep (a stop fell between them, minutes or hours); None where the records do not say."""
+    if "sweep" not in cells or cells.sweep.isna().all():
+        return None
+    runs = cells.dropna(subset=["sweep"]).groupby(["rep", "profiler"]).sweep.nunique()
+    split = runs[runs > 1]
+    return None if split.empty else \
+        f"{NOT_INTERLEAVED}: repetition {split.index[0][0]}'s runs came from two runs of its sweep (a stop fell between them)"
 
 
 def failed_in(cells: pd.DataFrame, variant: str, rset: str | None) -> str | None:

@@ -187,3 +187,16 @@ def test_less_energy_per_sample_reads_as_a_gain():
     t = paired.table(df, cells_of(df), [("resnet50", "baseline", "amp")], metric="energy_per_sample",
                      lower_is_better=True)
     assert t.status.tolist() == ["gain"] and t["median"].iloc[0] < 1
+
+
+def test_a_pair_whose_runs_came_from_two_runs_of_their_sweep_gives_no_ratio():
+    """A stop inside repetition 1's sweep, its after cell run again later: the repetitions still
+    run as blocks by their start times, but the records name two runs of that sweep."""
+    df = runs({"baseline": [100, 100, 100], "amp": [200, 190, 210]})
+    blocks = [("baseline", 0), ("amp", 0), ("baseline", 1), ("amp", 1), ("baseline", 2), ("amp", 2)]
+    one = started(cells_of(df), blocks).assign(sweep=lambda c: "s" + c.rep.astype(str))
+    assert paired.ratio(df, one, "baseline", "amp")["status"] == "gain"
+    resumed = one.assign(sweep=[s + ("-again" if (v, r) == ("amp", 1) else "") for s, v, r in zip(one.sweep, one.variant, one.rep)])
+    r = paired.ratio(df, resumed, "baseline", "amp")
+    assert r["status"] == "unpaired" and "two runs of its sweep" in r["why"] and "repetition 1" in r["why"]
+    assert paired.ratio(df, one.assign(sweep=None), "baseline", "amp")["status"] == "gain"  # records that predate it

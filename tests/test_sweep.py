@@ -52,13 +52,15 @@ def test_a_failed_cell_hands_over_to_a_fresh_process_and_a_rerun_skips_done_cell
     first, second = (json.loads(p.read_text()) for _, p in jobs)
     assert first["status"] == "failed" and "non-finite loss" in first["reason"]
     assert second["status"] == "ok" and second["env"] and second["pid"] != first["pid"]
+    assert first["sweep"] and second["sweep"] == first["sweep"]  # one run of the sweep, two processes
     stamps = [p.stat().st_mtime_ns for _, p in jobs]
     run_sweep(jobs, tmp_path / "sweep.json")  # nothing left to do
     assert [p.stat().st_mtime_ns for _, p in jobs] == stamps
     fine["measured_steps"] = 4  # a changed spec is a different cell: it runs again
     assert not sweep.done(fine, jobs[1][1])
     run_sweep(jobs, tmp_path / "sweep.json")
-    assert json.loads(jobs[1][1].read_text())["spec"]["measured_steps"] == 4
+    rerun = json.loads(jobs[1][1].read_text())
+    assert rerun["spec"]["measured_steps"] == 4 and rerun["sweep"] != first["sweep"]  # a stop fell between them
 
 
 def test_a_sweep_takes_its_jobs_one_way_only(tmp_path, capsys):

@@ -21,11 +21,12 @@ from workloads.observer import Observer
 from workloads.protocol import Budget, Measured, host_peak_gib, train, warm_up
 from workloads.trainer import NonFiniteLoss, Trainer, drain, keep_eager, prefetch_depth, warmup_limit, workload_of
 
-__all__ = ["run", "compile_only", "summarize", "failure_reason",  # and, re-exported for callers and tests:
+__all__ = ["run", "compile_only", "summarize", "failure_reason", "SWEEP_ENV",  # and, re-exported for callers and tests:
            "Budget", "NonFiniteLoss", "Trainer", "drain", "keep_eager", "prefetch_depth", "warm_up",
            "warmup_limit", "workload_of"]
 
 LOG_TAIL = 8  # lines of a failed cell's log kept in its record
+SWEEP_ENV = "TRAINPERF_SWEEP"  # the run of the sweep that runs this cell, where one does
 
 
 def run(spec: dict, observe: type[Observer] = Observer, log=None, out_dir: str | Path | None = None) -> dict:
@@ -36,7 +37,7 @@ def run(spec: dict, observe: type[Observer] = Observer, log=None, out_dir: str |
     t0 = time.perf_counter()
     record = {"keys": {k: spec[k] for k in ("workload", "variant", "profiler", "rep")},
               "spec": spec, "env": env.fingerprint(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-              "pid": os.getpid()}
+              "pid": os.getpid(), "sweep": os.environ.get(SWEEP_ENV)}
     try:
         out = Path(out_dir) if out_dir else Path.cwd() / "runs" / "adhoc" / spec["workload"] / spec["variant"]
         record.update(status="ok", reason=None, **measured_record(train(spec, observe, log, out), spec))
