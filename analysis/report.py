@@ -202,11 +202,11 @@ def headline_table(summary, tables) -> str:
     return table(pd.DataFrame(rows)) + "".join(f"\n{line}\n" for line in lines)
 
 
-def settings_text(summary) -> str:
-    """How each article's own scenario measured here compares with the article's, and why the two
-    settings differ (analysis/claims.yaml's `setting`)."""
+def settings_text(summary, claim_rows: pd.DataFrame | None = None) -> str:
+    """How each article's own scenario measured here compares with the article's (in the runs its
+    claim pairs, where it pairs any), and why the two settings differ (analysis/claims.yaml's `setting`)."""
     lines = []
-    for a in first.article_settings(summary, claims.load()):
+    for a in first.article_settings(summary, claims.load(), claim_rows):
         d, (before, after) = a["documented"], a["cells"]
         said = f"Article {a['source']}'s {a['workload']} case ({a['hardware']}): {before} -> {after}"
         there = f"{num(d['before'])} -> {num(d['after'])} {d['unit']}" if "before" in d else ""
@@ -214,12 +214,13 @@ def settings_text(summary) -> str:
         if not here:
             continue
         same = a["unit"] == d.get("unit")
-        lines.append(f"- {said}: {there} there, {here} here"
+        lines.append(f"- {said}: {there} there, {here} here" + (", in the runs its claim pairs" if a["paired"] else "")
                      + (f" (the baseline at {num(a['here'][0] / d['before'])}x the article's, the end at "
                         f"{num(a['here'][1] / d['after'])}x)" if same else "")
-                     + (f"; here {before} waits for input {num(a['wait'])} % of its time" if a["wait"] is not None else "")
+                     + (f"; here {before} waits for input {num(a['wait'])} % of its time (median over runs)" if a["wait"] is not None else "")
                      + f". The settings differ: {a['setting']}.")
-    return ("**The articles' own scenarios, there and here** (medians over runs; the claims below pair them):\n\n"
+    return ("**The articles' own scenarios, there and here** (medians: over the runs the claim below pairs, one set of "
+            "runs, where it pairs any; else over every run):\n\n"
             + "\n".join(lines) + "\n") if lines else ""
 
 
@@ -364,7 +365,7 @@ def summary_section(summary, tables, claim_rows) -> list[str]:
             "runs; speedup: median of the ratios paired within one set of runs [95 % interval; from 3 pairs, their "
             "range, which holds the true median 3 times in 4]; the step alone: one batch held on the GPU, no "
             "loader, what the GPU side alone gains; [terms](#terms)):\n",
-            headline_table(summary, tables), settings_text(summary),
+            headline_table(summary, tables), settings_text(summary, claim_rows),
             "**The fixes that gained most**, established gains only, by side (input: the loader and the copy; step: the "
             "GPU's work and the host's syncs), each on the first basis that gives it an interval: " + first.GAIN_RULE + " "
             "(gains on different bases do not multiply to optimized's speedup):\n", gains_table(summary, tables),

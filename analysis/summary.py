@@ -55,10 +55,11 @@ def headline(summary: pd.DataFrame, ratios: pd.DataFrame, variants: pd.DataFrame
     return pd.DataFrame(rows)
 
 
-def article_settings(summary: pd.DataFrame, claims: list[dict]) -> list[dict]:
+def article_settings(summary: pd.DataFrame, claims: list[dict], tested: pd.DataFrame | None = None) -> list[dict]:
     """Per claim that states how its article's setting differs from this suite's: the article's
-    scenario (its first throughput test's two cells) as documented and as measured here, and how
-    long this baseline waits for input."""
+    scenario (its first throughput test's two cells) as documented and as measured here (the
+    medians of the runs its test pairs, from `tested`: claims.evaluate's rows; else the medians
+    over every run), and how long this baseline waits for input."""
     out = []
     for c in claims:
         test = next((t for t in c["tests"] if t["kind"] == "ratio" and t["metric"] == "throughput"), None)
@@ -66,12 +67,25 @@ def article_settings(summary: pd.DataFrame, claims: list[dict]) -> list[dict]:
             continue
         m = throughput_metric(summary, test["workload"])
         here = [row(summary, test["workload"], v, m) for v in (test["before"], test["after"])]
+        ends = paired_ends(tested, c["id"], test)
         wait = row(summary, test["workload"], test["before"], "input_wait_share")
         out.append({"claim": c["id"], "source": c["source"], "hardware": c["hardware"], "workload": test["workload"],
                     "cells": (test["before"], test["after"]), "documented": c["documented"], "setting": c["setting"],
-                    "here": None if any(r is None for r in here) else [r["median"] for r in here],
+                    "here": ends or (None if any(r is None for r in here) else [r["median"] for r in here]),
+                    "paired": ends is not None,
                     "unit": None if here[0] is None else here[0]["unit"], "wait": None if wait is None else wait["median"]})
     return out
+
+
+def paired_ends(tested: pd.DataFrame | None, claim: str, test: dict) -> list[float] | None:
+    """The medians of the two cells over the runs a claim's test pairs, or None where it pairs none."""
+    if tested is None or tested.empty:
+        return None
+    t = tested[(tested.id == claim) & (tested.metric == test["metric"]) & (tested.before == test["before"])
+               & (tested.after == test["after"])]
+    if t.empty or pd.isna(t.before_value.iloc[0]) or pd.isna(t.after_value.iloc[0]):
+        return None
+    return [float(t.before_value.iloc[0]), float(t.after_value.iloc[0])]
 
 
 GAIN_RULE = ("a step-side fix at the step alone (the ladder), else with the other fixes on (the ablation), else "
