@@ -176,24 +176,28 @@ def meter_cost(metrics: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+SIDES = {True: "with sampling", False: "without sampling"}  # the two sides of a meter-cost window pair
+
+
 def in_run_meter_cost(records: list[dict]) -> pd.DataFrame:
     """The meter's cost measured in one process (profiler meter-cost): each pair of neighbouring
-    windows of a run, one sampled and one not, is a pair (its throughputs as cells `with` and
-    `without`); the paired ratio with over without, per cell, pooled over its runs of one set."""
+    windows of a run, one sampled and one not, is a pair (its two throughputs as the sides of
+    SIDES); the paired ratio with over without, per cell, pooled over its runs of one set."""
     runs, cells = [], []
-    for r in (r for r in records if r["keys"]["profiler"] == IN_RUN):
+    for r in (r for r in records if r["keys"]["profiler"] == IN_RUN and r["status"] in ("ok", "failed")):
         k, rset = r["keys"], paired.run_set(r.get("env"), r.get("started")) if r.get("env") else None
-        cells += [{**k, "variant": f"{k['variant']}|{side}", "status": r["status"], "run_set": rset} for side in ("with", "without")]
+        cells += [{**k, "variant": f"{k['variant']} {side}", "cell": k["variant"], "status": r["status"], "run_set": rset}
+                  for side in SIDES.values()]
         windows = r.get(IN_RUN, {}).get("windows", []) if r["status"] == "ok" else []
-        runs += [{**k, "variant": f"{k['variant']}|{'with' if w['sampling'] else 'without'}", "rep": f"{k['rep']}.{w['window'] // 2}",
+        runs += [{**k, "variant": f"{k['variant']} {SIDES[w['sampling']]}", "cell": k["variant"], "rep": f"{k['rep']}.{w['window'] // 2}",
                   "value": w["steps"] / w["seconds"], "run_set": rset} for w in windows[:len(windows) // 2 * 2]]
-    runs = pd.DataFrame(runs, columns=[*KEYS, "rep", "value", "run_set"])
-    cells = pd.DataFrame(cells, columns=[*KEYS, "rep", "status", "run_set"])
+    runs = pd.DataFrame(runs, columns=[*KEYS, "cell", "rep", "value", "run_set"])
+    cells = pd.DataFrame(cells, columns=[*KEYS, "cell", "rep", "status", "run_set"])
     rows = []
-    for (w, v), c in cells.assign(cell=cells.variant.str.split("|").str[0]).groupby(["workload", "cell"]):
-        mine = runs[(runs.workload == w) & runs.variant.str.startswith(f"{v}|")]
-        rows.append({"workload": w, "before": v, "after": v, "profiler": IN_RUN, "metric": "throughput",
-                     **paired.ratio(mine, c, f"{v}|without", f"{v}|with")})
+    for (w, v), c in cells.groupby(["workload", "cell"]):
+        r = paired.ratio(runs[(runs.workload == w) & (runs.cell == v)], c, f"{v} {SIDES[False]}", f"{v} {SIDES[True]}")
+        why = r.get("why") and r["why"].replace(f"{v} {SIDES[False]} failed", f"{v} failed")  # a run fails both sides
+        rows.append({"workload": w, "before": v, "after": v, "profiler": IN_RUN, "metric": "throughput", **r, "why": why})
     return pd.DataFrame(rows)
 
 

@@ -74,11 +74,13 @@ def out_of_order(cells: pd.DataFrame, rset: str, variants: list[str], reps) -> s
 
 
 def split_pair(cells: pd.DataFrame) -> str | None:
-    """Why a pair is not interleaved where its two runs under one profiler came from two runs of
-    their sweep (a stop fell between them, minutes or hours); None where the records do not say."""
+    """Why a pair is not interleaved where its two runs came from two runs of one sweep (a stop fell
+    between them, minutes or hours); None where the records do not say. A record's sweep reads
+    "<sweep>:<run of it>"; runs of different sweeps (another profiler, a data-parallel cell's own) pair."""
     if "sweep" not in cells or cells.sweep.isna().all():
         return None
-    runs = cells.dropna(subset=["sweep"]).groupby(["rep", "profiler"]).sweep.nunique()
+    c = cells.dropna(subset=["sweep"])
+    runs = c.groupby(["rep", c.sweep.str.rsplit(":", n=1).str[0]]).sweep.nunique()
     split = runs[runs > 1]
     return None if split.empty else \
         f"{NOT_INTERLEAVED}: repetition {split.index[0][0]}'s runs came from two runs of its sweep (a stop fell between them)"

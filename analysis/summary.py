@@ -67,25 +67,27 @@ def article_settings(summary: pd.DataFrame, claims: list[dict], tested: pd.DataF
             continue
         m = throughput_metric(summary, test["workload"])
         here = [row(summary, test["workload"], v, m) for v in (test["before"], test["after"])]
-        ends = paired_ends(tested, c["id"], test)
+        ends, paired_unit = paired_ends(tested, c["id"], test)
         wait = row(summary, test["workload"], test["before"], "input_wait_share")
         out.append({"claim": c["id"], "source": c["source"], "hardware": c["hardware"], "workload": test["workload"],
                     "cells": (test["before"], test["after"]), "documented": c["documented"], "setting": c["setting"],
                     "here": ends or (None if any(r is None for r in here) else [r["median"] for r in here]),
                     "paired": ends is not None,
-                    "unit": None if here[0] is None else here[0]["unit"], "wait": None if wait is None else wait["median"]})
+                    "unit": paired_unit or (None if here[0] is None else here[0]["unit"]),
+                    "wait": None if wait is None else wait["median"]})
     return out
 
 
-def paired_ends(tested: pd.DataFrame | None, claim: str, test: dict) -> list[float] | None:
-    """The medians of the two cells over the runs a claim's test pairs, or None where it pairs none."""
+def paired_ends(tested: pd.DataFrame | None, claim: str, test: dict) -> tuple[list[float] | None, str | None]:
+    """The medians of a claim's test's two cells over the runs it pairs, and their unit; (None,
+    None) where it pairs none."""
     if tested is None or tested.empty:
-        return None
+        return None, None
     t = tested[(tested.id == claim) & (tested.metric == test["metric"]) & (tested.before == test["before"])
                & (tested.after == test["after"])]
     if t.empty or pd.isna(t.before_value.iloc[0]) or pd.isna(t.after_value.iloc[0]):
-        return None
-    return [float(t.before_value.iloc[0]), float(t.after_value.iloc[0])]
+        return None, None
+    return [float(t.before_value.iloc[0]), float(t.after_value.iloc[0])], t.metric_unit.iloc[0]
 
 
 GAIN_RULE = ("a step-side fix at the step alone (the ladder), else with the other fixes on (the ablation), else "

@@ -97,11 +97,17 @@ class GpuSampler:
         self.why = self.why or out.get("why")
         self.samples, self.util, self.averaged = window(out.get("samples", []), t0, t1)
 
-    def switch(self, on: bool) -> None:
-        """Resume or pause the sampling process (what sampling costs, measured in one run)."""
-        if self._child.poll() is None:
-            self._child.stdin.write("resume\n" if on else "pause\n")
-            self._child.stdin.flush()
+    def switch(self, on: bool) -> bool:
+        """Resume or pause the sampling process (what sampling costs, measured in one run); False
+        where it no longer runs (no NVML, a GPU lost: `why` says)."""
+        try:
+            if self._child.poll() is None:
+                self._child.stdin.write("resume\n" if on else "pause\n")
+                self._child.stdin.flush()
+                return True
+        except (BrokenPipeError, OSError):
+            pass
+        return False
 
     def __del__(self):  # a cell that failed before its window never asked for the samples
         if getattr(self, "_child", None) is not None and self._child.poll() is None:
@@ -158,8 +164,9 @@ class RaplMeter:
             self.why = f"RAPL unreadable: {e}"
             return None
 
-    def switch(self, on: bool) -> None:
+    def switch(self, on: bool) -> bool:
         """Nothing to switch: the counters are read at the window's ends only."""
+        return True
 
     def _span(self, f: Path) -> int:
         return int((f.parent / "max_energy_range_uj").read_text())

@@ -40,7 +40,10 @@ class MeterCost(StepOnly):
         self.k, self.t = 0, 0.0
 
     def _start(self, window: int) -> None:
-        self.meter.switch(sampling(window))
+        """Switch the sampling for window `window`; a sampling process that no longer runs fails the
+        cell (its windows would compare nothing)."""
+        if not self.meter.switch(sampling(window)):
+            raise RuntimeError("NVML's sampling process has ended: there is no sampling to switch on and off")
         self.t = time.perf_counter()
 
     @contextmanager
@@ -64,4 +67,4 @@ class MeterCost(StepOnly):
         return []  # the record's windows say what sampling cost; the meter's figures cover half the window
 
     def tables(self) -> dict:
-        return {"windows": self.windows, "window_steps": WINDOW_STEPS}
+        return {"windows": self.windows, "window_steps": WINDOW_STEPS, "sampler_why": self.meter.why}

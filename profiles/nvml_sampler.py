@@ -56,7 +56,7 @@ def sample_until_done(take, samples: list, period: float, on: threading.Event, d
     """Append take() to `samples` every `period` s while `on`, asleep while paused, until `done` or
     the parent is gone."""
     while not done.is_set() and os.getppid() == parent:  # a run that died unasked: stop with it
-        if not on.wait(1.0):
+        if not on.wait(1.0) or done.is_set():
             continue
         samples.append(take())
         done.wait(period)

@@ -1,5 +1,6 @@
 """The energy meter's cost measured in one process: the sampling process paused and resumed on
 command, the windows' schedule, and the paired ratio of neighbouring windows."""
+import contextlib
 import os
 import threading
 import time
@@ -42,15 +43,41 @@ def test_every_pair_of_windows_samples_in_one_and_the_order_alternates():
     assert order == [(False, True), (True, False), (False, True), (True, False)]
 
 
-def test_the_observer_closes_a_window_every_window_steps_and_switches_the_meter(tmp_path):
-    """Driven as the harness drives it (window, then a step() per step), with this CPU's meter."""
+class Switches:
+    """A meter that keeps what it is told: this CPU has no NVML sampling process to switch."""
+    why = None
+
+    def __init__(self, alive=True):
+        self.calls, self.alive = [], alive
+
+    def switch(self, on):
+        self.calls.append(on)
+        return self.alive
+
+    @contextlib.contextmanager
+    def running(self):
+        yield self
+
+
+def test_the_observer_closes_a_window_every_window_steps_and_switches_the_sampling(tmp_path):
+    """Driven as the harness drives it (window, then a step() per step)."""
     observer = meter_cost.MeterCost({}, False, tmp_path)
+    observer.meter = Switches()
     with observer.window():
         for _ in range(4 * meter_cost.WINDOW_STEPS + 3):
             observer.step()
     windows = observer.tables()["windows"]
     assert [w["sampling"] for w in windows] == [False, True, True, False]
+    assert observer.meter.calls == [False, True, True, False, False]  # each window's, then the fifth's
     assert all(w["steps"] == meter_cost.WINDOW_STEPS and w["seconds"] > 0 for w in windows)
+
+
+def test_a_sampling_process_that_has_ended_fails_the_cell(tmp_path):
+    observer = meter_cost.MeterCost({}, False, tmp_path)
+    observer.meter = Switches(alive=False)
+    with pytest.raises(RuntimeError, match="sampling process has ended"):
+        with observer.window():
+            pass
 
 
 def test_a_meter_cost_cell_measures_its_own_windows_and_needs_a_gpu(cpu_config):
@@ -81,6 +108,6 @@ def test_neighbouring_windows_pair_and_their_ratio_is_throughput_with_sampling_o
 
 def test_a_meter_cost_run_that_failed_or_came_from_an_uncommitted_tree_gives_no_ratio():
     failed = aggregate.in_run_meter_cost([record(0, windows(1.0)), record(1, [], status="failed")]).iloc[0]
-    assert failed.status == "failed" and failed.n == 0
+    assert failed.status == "failed" and failed.n == 0 and failed.why == "optimized failed in 1 of 2 runs"
     dirty = aggregate.in_run_meter_cost([record(0, windows(1.0), commit="abc123-dirty")]).iloc[0]
     assert dirty.status == "unpaired"

@@ -194,9 +194,12 @@ def test_a_pair_whose_runs_came_from_two_runs_of_their_sweep_gives_no_ratio():
     run as blocks by their start times, but the records name two runs of that sweep."""
     df = runs({"baseline": [100, 100, 100], "amp": [200, 190, 210]})
     blocks = [("baseline", 0), ("amp", 0), ("baseline", 1), ("amp", 1), ("baseline", 2), ("amp", 2)]
-    one = started(cells_of(df), blocks).assign(sweep=lambda c: "s" + c.rep.astype(str))
+    one = started(cells_of(df), blocks).assign(sweep=lambda c: "resnet50.timing.rep" + c.rep.astype(str) + ":a1")
     assert paired.ratio(df, one, "baseline", "amp")["status"] == "gain"
-    resumed = one.assign(sweep=[s + ("-again" if (v, r) == ("amp", 1) else "") for s, v, r in zip(one.sweep, one.variant, one.rep)])
+    resumed = one.assign(sweep=[s.replace(":a1", ":b2") if (v, r) == ("amp", 1) else s for s, v, r in zip(one.sweep, one.variant, one.rep)])
     r = paired.ratio(df, resumed, "baseline", "amp")
     assert r["status"] == "unpaired" and "two runs of its sweep" in r["why"] and "repetition 1" in r["why"]
     assert paired.ratio(df, one.assign(sweep=None), "baseline", "amp")["status"] == "gain"  # records that predate it
+    own = resumed.assign(sweep=[s.replace("resnet50.", "resnet50+ddp2.") if v == "amp" else s.replace(":b2", ":a1")
+                                for s, v in zip(resumed.sweep, resumed.variant)])
+    assert paired.ratio(df, own, "baseline", "amp")["status"] == "gain"  # a data-parallel cell's sweep is its own

@@ -716,7 +716,7 @@ def test_the_summary_sets_an_articles_scenario_as_measured_here_beside_the_artic
     assert "baseline waits for input 77.6 %" in line and "JPEGs decoded on the host" in line
     assert "Article 000" not in text  # no ViT cell measured: no line
     tested = pd.DataFrame([{"id": "resnet50-e2e", "metric": "throughput", "before": "baseline", "after": "a002-upto-compile",
-                            "before_value": 150.0, "after_value": 717.0}])  # the claim's pairs, one set of runs
+                            "before_value": 150.0, "after_value": 717.0, "metric_unit": "samples/s"}])  # the claim's pairs
     line = next(line for line in report.settings_text(pd.DataFrame(rows), tested).splitlines() if line.startswith("- Article 002"))
     assert "420 -> 1,250 samples/s there, 150 -> 717 samples/s here, in the runs its claim pairs" in line
 

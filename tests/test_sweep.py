@@ -52,7 +52,7 @@ def test_a_failed_cell_hands_over_to_a_fresh_process_and_a_rerun_skips_done_cell
     first, second = (json.loads(p.read_text()) for _, p in jobs)
     assert first["status"] == "failed" and "non-finite loss" in first["reason"]
     assert second["status"] == "ok" and second["env"] and second["pid"] != first["pid"]
-    assert first["sweep"] and second["sweep"] == first["sweep"]  # one run of the sweep, two processes
+    assert first["sweep"].startswith("sweep:") and second["sweep"] == first["sweep"]  # one run of the sweep, two processes
     stamps = [p.stat().st_mtime_ns for _, p in jobs]
     run_sweep(jobs, tmp_path / "sweep.json")  # nothing left to do
     assert [p.stat().st_mtime_ns for _, p in jobs] == stamps

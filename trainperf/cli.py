@@ -86,7 +86,7 @@ def cmd_sweep(args) -> int:
     from trainperf import sweep
     listed = json.loads(Path(args.jobs_file).read_text() if args.jobs_file else args.jobs)
     jobs = [(spec, Path(out)) for spec, out in listed]
-    sweep.sweep(jobs)
+    sweep.sweep(jobs, Path(args.out).stem)
     write_json(args.out, {"records": [str(out) for _, out in jobs], "failed": sweep.failures(jobs)})
     return 0
 

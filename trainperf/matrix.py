@@ -212,7 +212,7 @@ def cell(config: dict, workload_name: str, variant: str, profiler: str = "timing
     keys = {"workload": workload_name, "variant": variant, "profiler": profiler, "rep": rep}
     knobs, reason = variants.resolve(variant, workload, config, Machine(config["preset"], config["cuda"], config.get("gpus")))
     reason = reason or profiler_reason(config, profiler, workload_name, variant)
-    if not reason and knobs.get("ddp") and profiler in ("torch", "ncu", "input", "step"):
+    if not reason and knobs.get("ddp") and profiler in ("torch", "ncu", "input", "step", "step-bare", "meter-cost"):
         reason = f"{profiler} observes one process; a data-parallel cell is profiled with nsys"
     if reason:
         return {"keys": keys, "status": "skipped", "reason": reason, "spec": None}

@@ -126,12 +126,12 @@ def died(spec: dict, out: Path, code: int, output: str = "") -> None:
     record.keep(out, record.failed(spec, reason, output))
 
 
-def sweep(jobs: list[tuple[dict, Path]]) -> None:
+def sweep(jobs: list[tuple[dict, Path]], name: str = "sweep") -> None:
     """Run every job (spec, record path) that has no record yet; never raises for a cell. Each run's
-    record names this run of the sweep (SWEEP_ENV): two runs of a pair made by two runs of one sweep
-    had a stop between them."""
+    record names the sweep and this run of it (SWEEP_ENV, "<name>:<run>"): two runs of a pair made
+    by two runs of one sweep had a stop between them."""
     from workloads import harness  # noqa: F401  imported once here, inherited by every child
-    os.environ[harness.SWEEP_ENV] = uuid.uuid4().hex[:12]
+    os.environ[harness.SWEEP_ENV] = f"{name}:{uuid.uuid4().hex[:12]}"
     pending = [(s, Path(o)) for s, o in jobs if not done(s, Path(o))]
     while pending:
         spec, out = pending[0]
