@@ -127,6 +127,22 @@ def test_an_article_chain_names_its_stages_and_a_step_chain_runs_under_its_profi
     assert {(k["profiler"], k["rep"]) for k in ladder} == {("step", r) for r in range(3)}
 
 
+def test_a_chain_stage_asked_without_the_variant_it_equals_is_measured_by_that_variant():
+    """variants=[baseline, a002-upto-workers]: the stage is the workers cell, which was not asked
+    for; each repetition measures workers (once, before the stage's skip), so the chain's first
+    step pairs; asked for, workers is not added twice."""
+    from trainperf import matrix
+    def keys(asked):
+        c = matrix.resolve(config.load(overrides={"preset": "headline", "workloads": ["resnet50"], "variants": asked,
+                                                  "profilers": ["timing"]}))
+        c["cuda"] = True
+        return [(x["keys"]["variant"], x["keys"]["rep"], x["status"]) for x in matrix.cells(c)]
+    assert keys(["baseline", "a002-upto-workers"])[:3] == [("baseline", 0, "run"), ("workers", 0, "run"),
+                                                          ("a002-upto-workers", 0, "skipped")]
+    assert [k for k in keys(["baseline", "a002-upto-workers"]) if k[0] == "workers"] == [("workers", r, "run") for r in range(3)]
+    assert keys(["workers", "a002-upto-workers"])[:2] == [("workers", 0, "run"), ("a002-upto-workers", 0, "skipped")]
+
+
 def test_a_tuning_lever_is_measured_on_top_of_optimized(cfg):
     opt, _ = resolve(cfg, "optimized", "resnet50")
     knobs, reason = resolve(cfg, "optimized+cuda-graphs", "resnet50")

@@ -1,6 +1,7 @@
 """The matrix: workloads x variants x profilers x repetitions, each cell a spec to run or a skip."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import jsonschema
@@ -240,10 +241,23 @@ def cells(config: dict) -> list[dict]:
     where its `profile` entry's `repeat` says so: a ceiling compared in pairs, a claim's value)."""
     preset = config["presets"][config["preset"]]
     chained = {v for v, (c, _) in variants.stages(config).items() if "profilers" in config["chains"][c]}
-    return [cell(config, w, v, p, r) for r in range(preset["repetitions"]) for p in config["profilers"]
-            for w in config["workloads"] for v in config["variants"]
-            if (r == 0 or repeats(preset, p, w) or v in chained) and profiled(config, p, w, v)
-            and variants.in_scope(config, w, v, p)]
+    out = []
+    for c in (cell(config, w, v, p, r) for r in range(preset["repetitions"]) for p in config["profilers"]
+              for w in config["workloads"] for v in config["variants"]
+              if (r == 0 or repeats(preset, p, w) or v in chained) and profiled(config, p, w, v)
+              and variants.in_scope(config, w, v, p)):
+        out += [*stand_in(config, c, out), c]
+    return out
+
+
+def stand_in(config: dict, c: dict, so_far: list[dict]) -> list[dict]:
+    """The cell that measures a skipped one with another variant's knobs ('same knobs as X here'),
+    where X was not asked for: [X's cell] once, else []. A chain's stage asked alone is measured."""
+    same = re.match(r"same knobs as (\S+) here$", c["reason"] or "")
+    k = c["keys"]
+    if not same or same[1] in config["variants"] or any(o["keys"] == {**k, "variant": same[1]} for o in so_far):
+        return []
+    return [cell(config, k["workload"], same[1], k["profiler"], k["rep"])]
 
 
 def repeats(preset: dict, profiler: str, workload: str) -> bool:
