@@ -57,8 +57,9 @@ def pairs(runs: pd.DataFrame, before: str, after: str) -> dict[str, pd.DataFrame
 
 
 def out_of_order(cells: pd.DataFrame, rset: str, variants: list[str], reps) -> str | None:
-    """Why a set's runs do not interleave two cells: one repetition's runs span another's start (as
-    a stop and a rerun can leave them); None where each repetition ran as a block, or starts are unknown."""
+    """Why a set's runs do not interleave two cells: a pair's runs came from two runs of one sweep
+    (split_pair), or one repetition's runs span another's start (as a stop and a rerun can leave
+    them); None where each repetition ran as a block, or the records do not say."""
     c = cells[(cells.run_set == rset) & cells.variant.isin(variants) & cells.rep.isin(list(reps))]
     split = split_pair(c)
     if split:
